@@ -1,0 +1,19 @@
+"""numpy-transformer: a Transformer encoder in pure NumPy, every layer with a hand-written backward.
+
+The modules mirror ``torch.nn`` (names, arguments, defaults, masks, ``state_dict`` keys); the
+functional core (:mod:`numpy_transformer.functional`) holds each op as a forward/backward pair.
+"""
+
+from . import functional
+from ._trace import trace
+from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, MultiheadAttention,
+                 Parameter, PositionalEncoding, ReLU, TokenEmbedding, TransformerEncoder,
+                 TransformerEncoderLayer, dropout_masks, sinusoidal_table)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "functional", "trace", "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList",
+    "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "TokenEmbedding", "TransformerEncoder",
+    "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
+]

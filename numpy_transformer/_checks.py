@@ -1,0 +1,112 @@
+"""Input validation with messages that teach: every error names the argument, what it got, what it expected."""
+
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_float_dtype(dtype, name="dtype"):
+    """Normalise a dtype argument to float32/float64, refusing anything else with a clear message."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be np.float32 or np.float64, got {dtype!r}") from exc
+    if dt == np.float16:
+        raise TypeError(f"{name}=float16 is not supported (softmax and LayerNorm lose too much precision); "
+                        "use np.float32 or np.float64")
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be np.float32 or np.float64, got {dt}")
+    return dt
+
+
+def as_generator(seed):
+    """``seed`` (None, int, SeedSequence or Generator) as a ``numpy.random.Generator``."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, (int, np.integer, np.random.SeedSequence)):
+        return np.random.default_rng(seed)
+    raise TypeError(f"seed must be None, an int or a numpy.random.Generator, got {type(seed).__name__}")
+
+
+def check_positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def check_probability(p, name="dropout"):
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name} probability must be a number in [0, 1], got {p!r}")
+    return float(p)
+
+
+def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
+    """Return ``x`` as an ndarray of the module's float ``dtype`` after checking rank and last dim.
+
+    Non-contiguous and read-only arrays are accepted (nothing here writes into an input). Integer,
+    bool and object arrays are refused: a silent cast would hide a bug such as passing token ids
+    where embeddings are expected. A float array of the other precision is refused too: NumPy would
+    silently promote a whole float32 layer to float64.
+    """
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype not in FLOAT_DTYPES:
+        if x.dtype == np.float16:
+            raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
+                            f"{name}.astype(np.float32)")
+        raise TypeError(f"{name} must be a floating-point array of dtype {dtype}, got dtype {x.dtype}"
+                        + (" (token ids go to an Embedding, not here)" if x.dtype.kind in "iu" else ""))
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the module's parameters are {dtype}; convert with "
+                        f"{name}.astype(np.{dtype}) or build the module with dtype=np.{x.dtype}")
+    if ndim is not None and x.ndim not in np.atleast_1d(ndim):
+        raise ValueError(f"{name} must have {ndim} dimensions {shape_doc}, got shape {x.shape}")
+    if last_dim is not None and (x.ndim == 0 or x.shape[-1] != last_dim):
+        raise ValueError(f"{name} must have last dimension {last_dim} {shape_doc}, got shape {x.shape}")
+    return x
+
+
+def check_ids(ids, name, num_embeddings):
+    """Integer ids in ``[0, num_embeddings)``; NumPy would wrap negative ids silently, so refuse them."""
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array of token ids, got dtype {ids.dtype}")
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0 or hi >= num_embeddings:
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"{name} must lie in [0, {num_embeddings}), got id {bad} "
+                             f"(min {lo}, max {hi}); negative ids are not wrapped around")
+    return ids
+
+
+def check_mask(mask, name, shapes, dtype):
+    """A mask that is bool or float and has one of the allowed ``shapes``; float masks take ``dtype``."""
+    if mask is None:
+        return None
+    if not isinstance(mask, np.ndarray):
+        mask = np.asarray(mask)
+    if mask.dtype != np.bool_ and mask.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be a bool array (True = may not attend) or a float array "
+                        f"(added to the scores), got dtype {mask.dtype}")
+    if tuple(mask.shape) not in [tuple(s) for s in shapes]:
+        allowed = " or ".join(str(tuple(s)) for s in shapes)
+        raise ValueError(f"{name} must have shape {allowed}, got {tuple(mask.shape)}")
+    if mask.dtype != np.bool_ and mask.dtype != dtype:
+        mask = mask.astype(dtype)
+    return mask
+
+
+def check_grad(dout, name, expected_shape, dtype):
+    """An upstream gradient of exactly the forward output's shape and dtype."""
+    if not isinstance(dout, np.ndarray):
+        dout = np.asarray(dout)
+    if tuple(dout.shape) != tuple(expected_shape):
+        raise ValueError(f"{name} must have the shape of the forward output {tuple(expected_shape)}, "
+                         f"got {tuple(dout.shape)}")
+    if dout.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype} like the forward output, got {dout.dtype}")
+    return dout

@@ -1,0 +1,600 @@
+"""The functional core: every Transformer-encoder op as a forward/backward pair.
+
+Contract (cs231n's): ``OP_forward(...) -> (out, cache)`` and ``OP_backward(dout, cache) -> grads``.
+The cache is a small ``NamedTuple`` holding exactly what the backward needs. Every backward sits right
+after its forward and says, in its docstring, what the forward computed and why each gradient follows.
+
+Shape letters: B batch, S query length, T key length, D model width, H heads, Dh head width,
+F feed-forward width, V vocabulary, N any leading dimensions flattened.
+
+Everything is vectorised NumPy (no Python loop over batch, heads or positions) and keeps the dtype of
+its inputs: float32 stays float32, float64 stays float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ._erf import erf, erfc
+
+__all__ = [
+    "linear_forward", "linear_backward",
+    "embedding_forward", "embedding_backward",
+    "layer_norm_forward", "layer_norm_backward",
+    "softmax_forward", "softmax_backward",
+    "relu_forward", "relu_backward",
+    "gelu_forward", "gelu_backward",
+    "dropout_forward", "dropout_backward",
+    "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
+    "multi_head_attention_forward", "multi_head_attention_backward",
+    "merge_masks", "causal_mask", "erf", "erfc",
+]
+
+
+def _scalar(x, dtype):
+    """A Python number as a NumPy scalar of ``dtype`` (a float64 scalar would promote float32)."""
+    return np.dtype(dtype).type(x)
+
+
+# --------------------------------------------------------------------------------------------------
+# linear: y = x W^T + b
+# --------------------------------------------------------------------------------------------------
+
+class LinearCache(NamedTuple):
+    x: np.ndarray                 # (N..., Din) the input
+    weight: np.ndarray            # (Dout, Din)
+    has_bias: bool
+
+
+def linear_forward(x, weight, bias=None):
+    """Affine map ``y = x @ weight.T + bias``, as ``torch.nn.functional.linear``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., Din)
+    weight : ndarray, shape (Dout, Din)
+    bias : ndarray, shape (Dout,), optional
+
+    Returns
+    -------
+    out : ndarray, shape (..., Dout)
+    cache : LinearCache
+    """
+    out = x @ weight.T                                           # (..., Dout)
+    if bias is not None:
+        out += bias
+    return out, LinearCache(x, weight, bias is not None)
+
+
+def linear_backward(dout, cache):
+    """Backward of ``y = x W^T + b``.  Shapes: dout (..., Dout) -> dx (..., Din), dW (Dout, Din), db (Dout,).
+
+    Each output ``y[n, o] = sum_i x[n, i] W[o, i] + b[o]``, so
+    ``dL/dx[n, i] = sum_o dout[n, o] W[o, i]``      i.e. ``dx = dout @ W``;
+    ``dL/dW[o, i] = sum_n dout[n, o] x[n, i]``      i.e. ``dW = dout^T @ x`` over all leading dims;
+    ``dL/db[o]   = sum_n dout[n, o]``              (b is broadcast over every row, so its grads add).
+
+    Returns
+    -------
+    dx, dweight, dbias : ndarray (dbias is None when the forward had no bias)
+    """
+    x, weight, has_bias = cache
+    d_in = weight.shape[1]
+    dout2 = dout.reshape(-1, dout.shape[-1])                     # (N, Dout)
+    dx = dout @ weight                                           # (..., Din)
+    dweight = dout2.T @ x.reshape(-1, d_in)                      # (Dout, Din)
+    dbias = dout2.sum(axis=0) if has_bias else None              # (Dout,)
+    return dx, dweight, dbias
+
+
+# --------------------------------------------------------------------------------------------------
+# embedding: y = W[ids]
+# --------------------------------------------------------------------------------------------------
+
+class EmbeddingCache(NamedTuple):
+    ids: np.ndarray               # (N...) integer ids
+    num_embeddings: int           # V
+    padding_idx: Optional[int]
+
+
+def embedding_forward(ids, weight, padding_idx=None):
+    """Table lookup ``out[..., :] = weight[ids[...], :]``.
+
+    Parameters
+    ----------
+    ids : ndarray of int, shape (...)
+        Values in ``[0, V)`` (the caller validates; NumPy would silently wrap negatives).
+    weight : ndarray, shape (V, D)
+    padding_idx : int, optional
+        Rows with this id get no gradient (as ``torch.nn.Embedding``).
+
+    Returns
+    -------
+    out : ndarray, shape (..., D)
+    cache : EmbeddingCache
+    """
+    out = weight[ids]                                            # (..., D)
+    return out, EmbeddingCache(ids, weight.shape[0], padding_idx)
+
+
+def embedding_backward(dout, cache):
+    """Backward of ``out = W[ids]``.  Shapes: dout (..., D) -> dW (V, D).
+
+    Row ``v`` of ``W`` was copied to every position where ``ids == v``, so its gradient is the *sum*
+    of ``dout`` over those positions: a scatter-add. ``np.add.at`` accumulates repeated ids; a plain
+    ``dW[ids] += dout`` would keep only the last write for a repeated id (a classic bug). The ids are
+    not differentiable, so only ``dW`` is returned.
+    """
+    ids, num_embeddings, padding_idx = cache
+    dweight = np.zeros((num_embeddings, dout.shape[-1]), dtype=dout.dtype)  # (V, D)
+    np.add.at(dweight, ids.reshape(-1), dout.reshape(-1, dout.shape[-1]))
+    if padding_idx is not None:
+        dweight[padding_idx] = 0
+    return dweight
+
+
+# --------------------------------------------------------------------------------------------------
+# layer_norm: y = (x - mean) / sqrt(var + eps) * w + b over the last dimension
+# --------------------------------------------------------------------------------------------------
+
+class LayerNormCache(NamedTuple):
+    xhat: np.ndarray              # (N..., D) normalised input
+    rstd: np.ndarray              # (N..., 1) 1 / sqrt(var + eps)
+    weight: Optional[np.ndarray]  # (D,)
+    has_bias: bool
+
+
+def layer_norm_forward(x, weight=None, bias=None, eps=1e-5):
+    """Layer normalisation over the last axis, as ``torch.nn.LayerNorm(D)``.
+
+    Biased variance (divide by D) and ``eps`` inside the square root.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., D)
+    weight, bias : ndarray, shape (D,), optional
+    eps : float
+
+    Returns
+    -------
+    out : ndarray, shape (..., D)
+    cache : LayerNormCache
+    """
+    mean = x.mean(axis=-1, keepdims=True)                        # (..., 1)
+    xc = x - mean                                                # (..., D)
+    var = np.mean(xc * xc, axis=-1, keepdims=True)               # (..., 1) biased
+    rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1)
+    xhat = xc * rstd                                             # (..., D)
+    out = xhat * weight if weight is not None else xhat.copy()   # (..., D)
+    if bias is not None:
+        out += bias
+    return out, LayerNormCache(xhat, rstd, weight, bias is not None)
+
+
+def layer_norm_backward(dout, cache):
+    """Backward of LayerNorm.  Shapes: dout (..., D) -> dx (..., D), dw (D,), db (D,).
+
+    Forward: ``xhat = (x - mu) * rstd``, ``y = xhat * w + b`` with ``mu = mean(x)``,
+    ``rstd = (mean((x - mu)**2) + eps)**-1/2``.
+
+    * ``db = sum(dout)`` and ``dw = sum(dout * xhat)`` over every leading position.
+    * ``dxhat = dout * w``. Each ``x_j`` reaches the loss through ``xhat_j`` directly, through ``mu``
+      and through ``rstd``. With ``d mu / d x_j = 1/D`` and ``d rstd / d x_j = -rstd**3 (x_j - mu) / D``,
+      collecting the three paths gives the well-known compact form::
+
+          dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+
+      (the mean term removes the component along the all-ones direction, the last one removes the
+      component along ``xhat``: exactly the two directions the normalisation projects out).
+    """
+    xhat, rstd, weight, has_bias = cache
+    d = xhat.shape[-1]
+    lead = tuple(range(dout.ndim - 1))
+    dweight = (dout * xhat).sum(axis=lead) if weight is not None else None   # (D,)
+    dbias = dout.sum(axis=lead) if has_bias else None                         # (D,)
+    dxhat = dout * weight if weight is not None else dout                     # (..., D)
+    mean_dxhat = dxhat.mean(axis=-1, keepdims=True)                           # (..., 1)
+    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=-1, keepdims=True) / _scalar(d, xhat.dtype)  # (..., 1)
+    dx = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * rstd                  # (..., D)
+    return dx, dweight, dbias
+
+
+# --------------------------------------------------------------------------------------------------
+# softmax over one axis
+# --------------------------------------------------------------------------------------------------
+
+class SoftmaxCache(NamedTuple):
+    y: np.ndarray                 # the probabilities, same shape as x
+    axis: int
+
+
+def softmax_forward(x, axis=-1):
+    """Numerically stable softmax ``y = exp(x - max) / sum(exp(x - max))`` along ``axis``.
+
+    A slice that is entirely ``-inf`` (every key masked) yields zeros, not NaN: one defined behaviour,
+    the one ``torch.nn.functional.scaled_dot_product_attention`` uses.
+
+    Returns
+    -------
+    out : ndarray, same shape as ``x``
+    cache : SoftmaxCache
+    """
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isneginf(m), _scalar(0, x.dtype), m)         # all -inf row: exp(-inf) = 0 below
+    e = np.exp(x - m)
+    s = e.sum(axis=axis, keepdims=True)
+    s[s == 0] = 1                                                # all-masked row stays all zero
+    y = e / s
+    return y, SoftmaxCache(y, axis)
+
+
+def softmax_backward(dout, cache):
+    """Backward of softmax.  Shapes: dout like y -> dx like y.
+
+    ``y_i = exp(x_i) / sum_j exp(x_j)`` has Jacobian ``dy_i/dx_k = y_i (delta_ik - y_k)``, so
+    ``dx_k = sum_i dout_i y_i (delta_ik - y_k) = y_k (dout_k - sum_i dout_i y_i)``.
+    The row-sum term ``sum_i dout_i y_i`` is what a naive "``y * dout``" forgets.
+    """
+    y, axis = cache
+    return y * (dout - np.sum(dout * y, axis=axis, keepdims=True))
+
+
+# --------------------------------------------------------------------------------------------------
+# relu and gelu
+# --------------------------------------------------------------------------------------------------
+
+class ReluCache(NamedTuple):
+    positive: np.ndarray          # bool mask x > 0
+
+
+def relu_forward(x):
+    """``y = max(x, 0)``. Returns ``(out, ReluCache)``."""
+    positive = x > 0
+    return x * positive, ReluCache(positive)
+
+
+def relu_backward(dout, cache):
+    """Backward of ReLU: the slope is 1 where ``x > 0`` and 0 elsewhere (0 at ``x == 0``, as torch)."""
+    return dout * cache.positive
+
+
+class GeluCache(NamedTuple):
+    x: np.ndarray
+    approximate: str
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def gelu_forward(x, approximate="none"):
+    """Gaussian Error Linear Unit, as ``torch.nn.functional.gelu``.
+
+    ``approximate="none"``: ``y = x * Phi(x)`` with ``Phi(x) = erfc(-x / sqrt(2)) / 2`` the standard
+    normal CDF (``erfc`` keeps full relative accuracy for very negative x, where ``1 + erf`` cancels).
+    ``approximate="tanh"``: ``y = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``.
+
+    Returns
+    -------
+    out : ndarray, same shape and dtype as ``x``
+    cache : GeluCache
+    """
+    dt = x.dtype
+    if approximate == "none":
+        cdf = _scalar(0.5, dt) * erfc(-x * _scalar(_INV_SQRT_2, dt))
+        out = x * cdf
+    elif approximate == "tanh":
+        inner = _scalar(_SQRT_2_OVER_PI, dt) * (x + _scalar(0.044715, dt) * x * x * x)
+        out = _scalar(0.5, dt) * x * (1 + np.tanh(inner))
+    else:
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return out, GeluCache(x, approximate)
+
+
+def gelu_backward(dout, cache):
+    """Backward of GELU: ``dx = dout * y'(x)``.
+
+    Exact: ``y = x Phi(x)`` so ``y' = Phi(x) + x phi(x)`` with ``phi(x) = exp(-x**2/2) / sqrt(2 pi)``.
+    Tanh: with ``u = sqrt(2/pi)(x + 0.044715 x**3)`` and ``t = tanh(u)``,
+    ``y' = (1 + t)/2 + x/2 * (1 - t**2) * sqrt(2/pi) * (1 + 3 * 0.044715 x**2)``.
+    """
+    x, approximate = cache
+    dt = x.dtype
+    if approximate == "none":
+        cdf = _scalar(0.5, dt) * erfc(-x * _scalar(_INV_SQRT_2, dt))
+        pdf = _scalar(_INV_SQRT_2PI, dt) * np.exp(_scalar(-0.5, dt) * x * x)
+        return dout * (cdf + x * pdf)
+    c = _scalar(_SQRT_2_OVER_PI, dt)
+    k = _scalar(0.044715, dt)
+    t = np.tanh(c * (x + k * x * x * x))
+    half = _scalar(0.5, dt)
+    slope = half * (1 + t) + half * x * (1 - t * t) * c * (1 + 3 * k * x * x)
+    return dout * slope
+
+
+# --------------------------------------------------------------------------------------------------
+# dropout (inverted): y = x * mask / (1 - p)
+# --------------------------------------------------------------------------------------------------
+
+class DropoutCache(NamedTuple):
+    mask: Optional[np.ndarray]    # bool keep-mask, None when dropout was the identity
+    scale: float                  # 1 / (1 - p)
+
+
+def dropout_forward(x, p, training=True, rng=None, mask=None):
+    """Inverted dropout: keep each element with probability ``1-p`` and scale it by ``1/(1-p)``.
+
+    Parameters
+    ----------
+    x : ndarray
+    p : float in [0, 1]
+    training : bool
+        When False (or ``p == 0``) this is the identity.
+    rng : numpy.random.Generator, optional
+        Draws the keep-mask (required when a mask must be drawn).
+    mask : ndarray of bool, optional
+        A keep-mask to reuse instead of drawing one (broadcastable to ``x``).
+
+    Returns
+    -------
+    out : ndarray
+    cache : DropoutCache
+        ``cache.mask`` is the keep-mask used (so a reference implementation can replay it).
+    """
+    if not training or p == 0.0:
+        return x, DropoutCache(None, 1.0)
+    if mask is None:
+        if p == 1.0:
+            mask = np.zeros(x.shape, dtype=bool)
+        else:
+            mask = rng.random(x.shape, dtype=np.float32 if x.dtype == np.float32 else np.float64) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return x * (mask * _scalar(scale, x.dtype)), DropoutCache(mask, scale)
+
+
+def dropout_backward(dout, cache):
+    """Backward of inverted dropout: the same mask and scale, ``dx = dout * mask / (1 - p)``."""
+    mask, scale = cache
+    if mask is None:
+        return dout
+    return dout * (mask * _scalar(scale, dout.dtype))
+
+
+# --------------------------------------------------------------------------------------------------
+# masks
+# --------------------------------------------------------------------------------------------------
+
+def causal_mask(s, t=None):
+    """Boolean (S, T) mask, True above the diagonal: position i may not attend to j > i."""
+    t = s if t is None else t
+    return np.triu(np.ones((s, t), dtype=bool), k=1)
+
+
+def _additive(mask, dtype):
+    """A bool mask (True = may not attend) as 0/-inf, or a float mask as is, in ``dtype``."""
+    if mask.dtype == np.bool_:
+        out = np.zeros(mask.shape, dtype=dtype)
+        out[mask] = -np.inf
+        return out
+    return mask.astype(dtype, copy=False)
+
+
+def merge_masks(attn_mask, key_padding_mask, is_causal, batch, heads, s, t, dtype):
+    """Combine the attention mask, the key-padding mask and causality into one additive mask.
+
+    Parameters
+    ----------
+    attn_mask : ndarray or None
+        (S, T) or (B*H, S, T), bool (True = may not attend) or float (added to the scores).
+    key_padding_mask : ndarray or None
+        (B, T), bool (True = ignore that key) or float (added).
+    is_causal : bool
+        When True and ``attn_mask`` is None, a causal mask is used (with a mask given, ``is_causal``
+        is only a hint, as in torch, and the mask given is used).
+
+    Returns
+    -------
+    ndarray or None
+        Additive float mask broadcastable to (B, H, S, T), or None when nothing is masked.
+    """
+    out = None
+    if attn_mask is None and is_causal:
+        attn_mask = causal_mask(s, t)
+    if attn_mask is not None:
+        am = _additive(attn_mask, dtype)
+        out = am if am.ndim == 2 else am.reshape(batch, heads, s, t)        # (S, T) or (B, H, S, T)
+    if key_padding_mask is not None:
+        kp = _additive(key_padding_mask, dtype).reshape(batch, 1, 1, t)     # (B, 1, 1, T)
+        out = kp if out is None else out + kp
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# scaled dot-product attention: softmax(q k^T / sqrt(Dh) + mask) v
+# --------------------------------------------------------------------------------------------------
+
+class AttentionCache(NamedTuple):
+    q: np.ndarray                 # (..., S, Dh)
+    k: np.ndarray                 # (..., T, Dh)
+    v: np.ndarray                 # (..., T, Dv)
+    probs: np.ndarray             # (..., S, T) softmax output, before dropout
+    dropout: DropoutCache         # attention dropout on the probabilities
+    scale: float
+
+
+def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None,
+                                         dropout_p=0.0, training=True, rng=None, dropout_mask=None):
+    """``out = dropout(softmax(q @ k^T * scale + mask)) @ v`` with ``scale = 1/sqrt(Dh)``.
+
+    Mask convention (as ``torch.nn.MultiheadAttention``, the opposite of
+    ``torch.nn.functional.scaled_dot_product_attention``'s bool masks): a **bool** mask is True where a
+    query **may not** attend; a **float** mask is added to the scores. Rows with every key masked output
+    zeros.
+
+    Parameters
+    ----------
+    q : ndarray, shape (..., S, Dh)
+    k : ndarray, shape (..., T, Dh)
+    v : ndarray, shape (..., T, Dv)
+    attn_mask : ndarray, optional
+        Broadcastable to (..., S, T).
+    is_causal : bool
+        Apply a causal mask (combined with ``attn_mask`` if both are given).
+
+    Returns
+    -------
+    out : ndarray, shape (..., S, Dv)
+    cache : AttentionCache
+    """
+    s, t = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q * _scalar(scale, q.dtype)) @ np.swapaxes(k, -1, -2)             # (..., S, T)
+    if attn_mask is not None:
+        scores += _additive(attn_mask, q.dtype)
+    if is_causal:
+        scores[..., causal_mask(s, t)] = -np.inf
+    probs, _ = softmax_forward(scores, axis=-1)                                  # (..., S, T)
+    dropped, dcache = dropout_forward(probs, dropout_p, training, rng, dropout_mask)
+    out = dropped @ v                                                             # (..., S, Dv)
+    return out, AttentionCache(q, k, v, probs, dcache, scale)
+
+
+def scaled_dot_product_attention_backward(dout, cache):
+    """Backward of attention.  Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
+
+    Forward, step by step: ``A = q k^T * c`` (c the scale), ``P = softmax(A + mask)``,
+    ``Pd = dropout(P)``, ``out = Pd v``.
+
+    * ``out = Pd v`` is a matmul: ``dPd = dout v^T`` (..., S, T) and ``dv = Pd^T dout`` (..., T, Dv).
+    * dropout: ``dP = dPd * mask / (1-p)``.
+    * softmax: ``dA = P * (dP - rowsum(dP * P))``; a masked entry has ``P = 0`` so gets 0 gradient
+      (the additive mask is a constant).
+    * ``A = c q k^T``: ``dq = c dA k`` and ``dk = c dA^T q``.
+    """
+    q, k, v, probs, dcache, scale = cache
+    dropped = probs if dcache.mask is None else probs * (dcache.mask * _scalar(dcache.scale, probs.dtype))
+    dv = np.swapaxes(dropped, -1, -2) @ dout                                      # (..., T, Dv)
+    dprobs = dropout_backward(dout @ np.swapaxes(v, -1, -2), dcache)              # (..., S, T)
+    dscores = probs * (dprobs - np.sum(dprobs * probs, axis=-1, keepdims=True))    # (..., S, T)
+    dscores *= _scalar(scale, dscores.dtype)
+    dq = dscores @ k                                                              # (..., S, Dh)
+    dk = np.swapaxes(dscores, -1, -2) @ q                                         # (..., T, Dh)
+    return dq, dk, dv
+
+
+# --------------------------------------------------------------------------------------------------
+# multi-head attention: project, split heads, attend, merge heads, project
+# --------------------------------------------------------------------------------------------------
+
+class MultiHeadAttentionCache(NamedTuple):
+    q_lin: LinearCache            # query projection (B, S, D)
+    k_lin: LinearCache            # key projection   (B, T, D)
+    v_lin: LinearCache            # value projection (B, T, D)
+    attn: AttentionCache          # per-head attention on (B, H, S, Dh)
+    out_lin: LinearCache          # output projection
+    packed: bool                  # q, k, v weights are slices of one in_proj_weight
+
+
+def _split_heads(x, heads):
+    """(B, S, D) -> (B, H, S, Dh): a view when possible; no data is reordered until a matmul needs it."""
+    b, s, d = x.shape
+    return x.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)             # (B, H, S, Dh)
+
+
+def _merge_heads(x):
+    """(B, H, S, Dh) -> (B, S, D): the transpose *before* the reshape keeps each position's heads together."""
+    b, h, s, dh = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)                        # (B, S, D)
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None,
+                                 out_proj_weight=None, out_proj_bias=None, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, attn_mask=None,
+                                 key_padding_mask=None, is_causal=False, dropout_p=0.0,
+                                 training=True, rng=None, dropout_mask=None):
+    """Multi-head attention on batch-first inputs, as ``torch.nn.MultiheadAttention``.
+
+    ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv`` (Wq, Wk, Wv the three
+    row-blocks of ``in_proj_weight``, or the separate ``*_proj_weight`` when kdim/vdim differ), split into
+    H heads of width Dh = D/H, attention per head, heads merged back, then ``out = ctx Wo^T + bo``.
+
+    Parameters
+    ----------
+    query : ndarray, shape (B, S, D)
+    key : ndarray, shape (B, T, Dk)
+    value : ndarray, shape (B, T, Dv)
+    num_heads : int
+    in_proj_weight : ndarray, shape (3D, D), optional (packed); else ``q/k/v_proj_weight``
+    in_proj_bias : ndarray, shape (3D,), optional
+    out_proj_weight : ndarray, shape (D, D)
+    out_proj_bias : ndarray, shape (D,), optional
+    attn_mask, key_padding_mask, is_causal : see :func:`merge_masks`
+    dropout_p, training, rng, dropout_mask : attention dropout on the probabilities
+
+    Returns
+    -------
+    out : ndarray, shape (B, S, D)
+    probs : ndarray, shape (B, H, S, T)
+        The attention weights after dropout (what torch returns as ``attn_output_weights``).
+    cache : MultiHeadAttentionCache
+    """
+    b, s, d = query.shape
+    t = key.shape[1]
+    packed = in_proj_weight is not None
+    if packed:
+        wq, wk, wv = in_proj_weight[:d], in_proj_weight[d:2 * d], in_proj_weight[2 * d:]
+    else:
+        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+    bq, bk, bv = (None, None, None) if in_proj_bias is None else (
+        in_proj_bias[:d], in_proj_bias[d:2 * d], in_proj_bias[2 * d:])
+    q, q_lin = linear_forward(query, wq, bq)                                     # (B, S, D)
+    k, k_lin = linear_forward(key, wk, bk)                                       # (B, T, D)
+    v, v_lin = linear_forward(value, wv, bv)                                     # (B, T, D)
+    mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
+    ctx, attn = scaled_dot_product_attention_forward(
+        _split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads),  # (B, H, S, Dh)
+        attn_mask=mask, dropout_p=dropout_p, training=training, rng=rng, dropout_mask=dropout_mask)
+    out, out_lin = linear_forward(_merge_heads(ctx), out_proj_weight, out_proj_bias)  # (B, S, D)
+    probs = attn.probs if attn.dropout.mask is None else (
+        attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))      # (B, H, S, T)
+    return out, probs, MultiHeadAttentionCache(q_lin, k_lin, v_lin, attn, out_lin, packed)
+
+
+def multi_head_attention_backward(dout, cache):
+    """Backward of multi-head attention.  Shapes: dout (B, S, D) -> dquery, dkey, dvalue and weight grads.
+
+    Walk the forward in reverse: the output projection is a linear layer; merging heads is a
+    transpose + reshape, so its backward is :func:`_split_heads` (the inverse permutation); attention
+    per head; splitting heads is undone by :func:`_merge_heads`; then the three input projections.
+    When query, key and value are the same array (self-attention) the caller adds the three input
+    gradients: the input was used three times.
+
+    Returns
+    -------
+    dquery, dkey, dvalue : ndarray
+    grads : dict
+        ``in_proj_weight``/``in_proj_bias`` (packed) or ``q_proj_weight``... , ``out_proj.weight``,
+        ``out_proj.bias`` (keys as torch's parameter names; bias entries absent without bias).
+    """
+    q_lin, k_lin, v_lin, attn, out_lin, packed = cache
+    heads = attn.q.shape[1]
+    dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
+    dq, dk, dv = scaled_dot_product_attention_backward(_split_heads(dctx, heads), attn)  # (B, H, S, Dh)
+    dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)                  # (B, S, D)
+    dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                    # (B, T, Dk)
+    dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)                  # (B, T, Dv)
+    grads = {}
+    if packed:
+        grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)        # (3D, D)
+    else:
+        grads.update(q_proj_weight=dwq, k_proj_weight=dwk, v_proj_weight=dwv)
+    if dbq is not None:
+        grads["in_proj_bias"] = np.concatenate([dbq, dbk, dbv])                  # (3D,)
+    grads["out_proj.weight"] = dwo
+    if dbo is not None:
+        grads["out_proj.bias"] = dbo
+    return dquery, dkey, dvalue, grads
