@@ -1,0 +1,36 @@
+"""Command line: ``python -m numpy_transformer COMMAND ...`` (also the ``numpy-transformer`` script).
+
+Each command lives in its own module ``numpy_transformer.cli_<name>`` exposing
+``register(subparsers)``, which adds its sub-parser and sets ``func`` (called with the parsed
+arguments, returning the exit status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# One entry per command module; a module that is missing is simply not offered.
+COMMAND_MODULES = ["demo"]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="numpy-transformer",
+        description="A Transformer encoder in pure NumPy with hand-written backward passes.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"numpy_transformer.cli_{name}").register(sub)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
