@@ -13,6 +13,7 @@ F dim_feedforward, V vocabulary.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections import OrderedDict
 from typing import Iterator, NamedTuple, Optional
@@ -63,7 +64,25 @@ class IncompatibleKeys(NamedTuple):
 
 
 class Module:
-    """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch."""
+    """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch.
+
+    Subclasses define ``forward`` and ``backward``. When a trace is active (``nt.trace``), ``__call__``
+    records each forward output and every subclass's ``backward`` records the gradient it returns
+    (the wrapping happens once, in ``__init_subclass__``, so the layers' code stays plain maths).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        backward = cls.__dict__.get("backward")
+        if backward is not None and not getattr(backward, "_traced", False):
+            @functools.wraps(backward)
+            def traced_backward(self, *args, **kw):
+                grad = backward(self, *args, **kw)
+                if _trace.active():
+                    _trace.record_backward(self, grad)
+                return grad
+            traced_backward._traced = True
+            cls.backward = traced_backward
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
