@@ -9,6 +9,7 @@ from ._trace import trace
 from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, MultiheadAttention,
                  Parameter, PositionalEncoding, ReLU, TokenEmbedding, TransformerEncoder,
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
+from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
 __version__ = "0.1.0"
 
@@ -17,3 +18,4 @@ __all__ = [
     "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
 ]
+__all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
