@@ -597,6 +597,9 @@ class MultiheadAttention(Module):
             query, key, value = (np.swapaxes(a, 0, 1) for a in (query, key, value))
         b, s, _ = query.shape
         t = key.shape[1]
+        if b == 0 or s == 0 or t == 0:
+            raise ValueError(f"attention needs a non-empty batch and sequences, got query {query.shape} and "
+                             f"key {key.shape} (batch_first={self.batch_first})")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != b:
             raise ValueError(f"key and value must share batch and length with query's batch {b}: got query "
                              f"{query.shape}, key {key.shape}, value {value.shape} (batch_first={self.batch_first})")
@@ -720,10 +723,16 @@ class TransformerEncoderLayer(Module):
         ``src_key_padding_mask``: (B, S), True = ignore that key; ``is_causal``: causal mask when
         ``src_mask`` is None (a hint otherwise, as torch).
         """
+        self._cache = None               # a forward that raises must not leave an old cache behind
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
         x = check_float_input(src, "src", self.dtype, ndim=3, last_dim=self.d_model, shape_doc=bf)
         if not self.batch_first:
             x = np.swapaxes(x, 0, 1)                                             # (B, S, D)
+        if x.shape[0] == 0 or x.shape[1] == 0:
+            raise ValueError(f"src must have a non-empty batch and sequence, got shape {src.shape}")
+        h = self.self_attn.num_heads
+        check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:2]], self.dtype)
+        check_mask(src_mask, "src_mask", [(x.shape[1],) * 2, (x.shape[0] * h,) + (x.shape[1],) * 2], self.dtype)
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             x = x + self._ff_block(self.norm2(x))
@@ -817,6 +826,7 @@ class TransformerEncoder(Module):
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, S, D) -> (B, S, D). ``is_causal=None`` detects a causal ``mask`` (as torch)."""
+        self._cache = None
         if is_causal is None:
             is_causal = _is_causal_mask(mask)
         x = src
@@ -824,10 +834,12 @@ class TransformerEncoder(Module):
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
         if self.norm is not None:
             x = self.norm(x)
+        self._save(True)
         return x
 
     def backward(self, dout):
         """dout (B, S, D) -> d src; accumulates every layer's parameter gradients."""
+        self._take()
         if self.norm is not None:
             dout = self.norm.backward(dout)
         for layer in reversed(list(self.layers)):
