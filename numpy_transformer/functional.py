@@ -30,6 +30,7 @@ __all__ = [
     "dropout_forward", "dropout_backward",
     "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
     "multi_head_attention_forward", "multi_head_attention_backward",
+    "flash_attention_forward", "flash_attention_backward",
     "merge_masks", "causal_mask", "erf", "erfc",
 ]
 
@@ -598,3 +599,129 @@ def multi_head_attention_backward(dout, cache):
     if dbo is not None:
         grads["out_proj.bias"] = dbo
     return dquery, dkey, dvalue, grads
+
+
+# --------------------------------------------------------------------------------------------------
+# tiled ("flash") attention: the same maths in memory linear in S, never holding the (S, T) matrix
+# --------------------------------------------------------------------------------------------------
+
+class FlashAttentionCache(NamedTuple):
+    q: np.ndarray                 # (..., S, Dh)
+    k: np.ndarray                 # (..., T, Dh)
+    v: np.ndarray                 # (..., T, Dv)
+    out: np.ndarray               # (..., S, Dv)
+    lse: np.ndarray               # (..., S) log-sum-exp of each score row (-inf for a fully masked row)
+    mask: Optional[np.ndarray]    # additive mask broadcastable to (..., S, T), or None
+    is_causal: bool
+    scale: float
+    block_q: int
+    block_k: int
+
+
+def _mask_block(mask, r0, r1, c0, c1):
+    """The (rows r0:r1, cols c0:c1) tile of a mask that may be broadcast (size 1) along either axis."""
+    rows = slice(r0, r1) if mask.shape[-2] != 1 else slice(None)
+    cols = slice(c0, c1) if mask.shape[-1] != 1 else slice(None)
+    return mask[..., rows, cols]
+
+
+def _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1):
+    """Scores of one tile: ``q_blk k_blk^T * scale + mask``, causal entries set to -inf.  (..., bq, bk)"""
+    s = (q_blk * _scalar(scale, q_blk.dtype)) @ np.swapaxes(k_blk, -1, -2)            # (..., bq, bk)
+    if mask is not None:
+        s += _mask_block(mask, r0, r1, c0, c1)
+    if is_causal and c1 - 1 > r0:                     # some column of the tile lies above the diagonal
+        s[..., np.arange(r0, r1)[:, None] < np.arange(c0, c1)[None, :]] = -np.inf
+    return s
+
+
+def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, block_q=128, block_k=128):
+    """Attention by tiles with an online softmax: memory O(S) instead of O(S*T).
+
+    Same result as :func:`scaled_dot_product_attention_forward` (without dropout). For each block of
+    ``block_q`` queries it walks the keys ``block_k`` at a time, keeping for every query row the running
+    maximum ``m``, the running normaliser ``l = sum exp(s - m)`` and the running un-normalised output
+    ``acc = sum exp(s - m) v``. When a new tile raises the maximum to ``m'``, the old sums are rescaled
+    by ``exp(m - m')``, so at the end ``out = acc / l`` is exactly ``softmax(s) v``. Only the output and
+    the per-row log-sum-exp ``lse = m + log l`` are kept for the backward.
+
+    Parameters
+    ----------
+    q : ndarray, shape (..., S, Dh)
+    k : ndarray, shape (..., T, Dh)
+    v : ndarray, shape (..., T, Dv)
+    attn_mask : ndarray, optional
+        bool (True = may not attend) or additive float, broadcastable to (..., S, T).
+    is_causal : bool
+    scale : float, optional
+        Default 1/sqrt(Dh).
+    block_q, block_k : int
+        Tile sizes (any positive value; they need not divide S or T).
+
+    Returns
+    -------
+    out : ndarray, shape (..., S, Dv)
+    cache : FlashAttentionCache
+    """
+    if block_q <= 0 or block_k <= 0:
+        raise ValueError(f"block_q and block_k must be positive, got {block_q} and {block_k}")
+    s_len, t_len = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    mask = None if attn_mask is None else _additive(attn_mask, q.dtype)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    out = np.empty(lead + (s_len, v.shape[-1]), dtype=q.dtype)                          # (..., S, Dv)
+    lse = np.empty(lead + (s_len,), dtype=q.dtype)                                      # (..., S)
+    for r0 in range(0, s_len, block_q):
+        r1 = min(r0 + block_q, s_len)
+        q_blk = q[..., r0:r1, :]                                                         # (..., bq, Dh)
+        m = np.full(lead + (r1 - r0, 1), -np.inf, dtype=q.dtype)                         # running max
+        l = np.zeros(lead + (r1 - r0, 1), dtype=q.dtype)                                 # running sum
+        acc = np.zeros(lead + (r1 - r0, v.shape[-1]), dtype=q.dtype)                     # running output
+        for c0 in range(0, t_len if not is_causal else min(t_len, r1), block_k):
+            c1 = min(c0 + block_k, t_len)
+            s = _score_block(q_blk, k[..., c0:c1, :], mask, is_causal, scale, r0, r1, c0, c1)  # (..., bq, bk)
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))                         # (..., bq, 1)
+            m_safe = np.where(np.isneginf(m_new), _scalar(0, q.dtype), m_new)            # all -inf so far
+            p = np.exp(s - m_safe)                                                       # (..., bq, bk)
+            correction = np.exp(m - m_safe)                                              # (..., bq, 1)
+            l = l * correction + p.sum(axis=-1, keepdims=True)
+            acc = acc * correction + p @ v[..., c0:c1, :]                                # (..., bq, Dv)
+            m = m_new
+        empty = l == 0                                                                   # every key masked
+        out[..., r0:r1, :] = np.where(empty, _scalar(0, q.dtype), acc / np.where(empty, 1, l))
+        lse[..., r0:r1] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1, l)))[..., 0]
+    return out, FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k)
+
+
+def flash_attention_backward(dout, cache):
+    """Backward of tiled attention, recomputing each probability tile from the saved log-sum-exp.
+
+    With ``P = exp(s - lse)`` (exact softmax probabilities, recomputed tile by tile) the standard
+    gradients are ``dv = P^T dout``, ``dP = dout v^T``, ``ds = P * (dP - rowsum(dP * P))`` and
+    ``dq = c ds k``, ``dk = c ds^T q``. The row sum needs the whole row, but
+    ``rowsum(dP * P) = rowsum(dout v^T * P) = rowsum(dout * (P v)) = rowsum(dout * out)``: it is computed
+    once from the saved output, so every tile's contribution can be accumulated independently.
+    Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
+    """
+    q, k, v, out, lse, mask, is_causal, scale, block_q, block_k = cache
+    s_len, t_len = q.shape[-2], k.shape[-2]
+    c = _scalar(scale, q.dtype)
+    delta = np.sum(dout * out, axis=-1, keepdims=True)                                   # (..., S, 1)
+    lse_safe = np.where(np.isneginf(lse), _scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
+    dq = np.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
+    dk = np.zeros(dq.shape[:-2] + k.shape[-2:], dtype=q.dtype)
+    dv = np.zeros(dq.shape[:-2] + v.shape[-2:], dtype=q.dtype)
+    for r0 in range(0, s_len, block_q):
+        r1 = min(r0 + block_q, s_len)
+        q_blk, do_blk = q[..., r0:r1, :], dout[..., r0:r1, :]
+        for c0 in range(0, t_len if not is_causal else min(t_len, r1), block_k):
+            c1 = min(c0 + block_k, t_len)
+            k_blk, v_blk = k[..., c0:c1, :], v[..., c0:c1, :]
+            s = _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1)    # (..., bq, bk)
+            p = np.exp(s - lse_safe[..., r0:r1, :])                                      # (..., bq, bk)
+            dv[..., c0:c1, :] += np.swapaxes(p, -1, -2) @ do_blk                         # (..., bk, Dv)
+            ds = p * (do_blk @ np.swapaxes(v_blk, -1, -2) - delta[..., r0:r1, :])        # (..., bq, bk)
+            ds *= c
+            dq[..., r0:r1, :] += ds @ k_blk                                              # (..., bq, Dh)
+            dk[..., c0:c1, :] += np.swapaxes(ds, -1, -2) @ q_blk                         # (..., bk, Dh)
+    return dq, dk, dv
