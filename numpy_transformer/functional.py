@@ -495,7 +495,7 @@ class MultiHeadAttentionCache(NamedTuple):
     q_lin: LinearCache            # query projection (B, S, D)
     k_lin: LinearCache            # key projection   (B, T, D)
     v_lin: LinearCache            # value projection (B, T, D)
-    attn: AttentionCache          # per-head attention on (B, H, S, Dh)
+    attn: tuple                   # AttentionCache or FlashAttentionCache, per head on (B, H, S, Dh)
     out_lin: LinearCache          # output projection
     packed: bool                  # q, k, v weights are slices of one in_proj_weight
 
@@ -516,7 +516,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
                                  out_proj_weight=None, out_proj_bias=None, q_proj_weight=None,
                                  k_proj_weight=None, v_proj_weight=None, attn_mask=None,
                                  key_padding_mask=None, is_causal=False, dropout_p=0.0,
-                                 training=True, rng=None, dropout_mask=None):
+                                 training=True, rng=None, dropout_mask=None, attention="standard",
+                                 block_size=128):
     """Multi-head attention on batch-first inputs, as ``torch.nn.MultiheadAttention``.
 
     ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv`` (Wq, Wk, Wv the three
@@ -535,11 +536,15 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     out_proj_bias : ndarray, shape (D,), optional
     attn_mask, key_padding_mask, is_causal : see :func:`merge_masks`
     dropout_p, training, rng, dropout_mask : attention dropout on the probabilities
+    attention : {"standard", "tiled"}
+        "tiled" uses :func:`flash_attention_forward` (memory linear in S; no weights returned).
+    block_size : int
+        Tile size of the tiled path.
 
     Returns
     -------
     out : ndarray, shape (B, S, D)
-    probs : ndarray, shape (B, H, S, T)
+    probs : ndarray, shape (B, H, S, T), or None on the tiled path
         The attention weights after dropout (what torch returns as ``attn_output_weights``).
     cache : MultiHeadAttentionCache
     """
@@ -555,13 +560,24 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     q, q_lin = linear_forward(query, wq, bq)                                     # (B, S, D)
     k, k_lin = linear_forward(key, wk, bk)                                       # (B, T, D)
     v, v_lin = linear_forward(value, wv, bv)                                     # (B, T, D)
-    mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
-    ctx, attn = scaled_dot_product_attention_forward(
-        _split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads),  # (B, H, S, Dh)
-        attn_mask=mask, dropout_p=dropout_p, training=training, rng=rng, dropout_mask=dropout_mask)
+    heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))  # (B, H, S, Dh)
+    if attention == "tiled":
+        causal_only = is_causal and attn_mask is None       # let the tiles skip the upper triangle
+        mask = merge_masks(None if causal_only else attn_mask, key_padding_mask, False if causal_only else is_causal,
+                           b, num_heads, s, t, query.dtype)
+        ctx, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only, block_q=block_size,
+                                            block_k=block_size, dropout_p=dropout_p, training=training, rng=rng,
+                                            dropout_mask=dropout_mask)
+        probs = None
+    elif attention == "standard":
+        mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
+        ctx, attn = scaled_dot_product_attention_forward(*heads, attn_mask=mask, dropout_p=dropout_p,
+                                                         training=training, rng=rng, dropout_mask=dropout_mask)
+        probs = attn.probs if attn.dropout.mask is None else (
+            attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))  # (B, H, S, T)
+    else:
+        raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
     out, out_lin = linear_forward(_merge_heads(ctx), out_proj_weight, out_proj_bias)  # (B, S, D)
-    probs = attn.probs if attn.dropout.mask is None else (
-        attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))      # (B, H, S, T)
     return out, probs, MultiHeadAttentionCache(q_lin, k_lin, v_lin, attn, out_lin, packed)
 
 
@@ -584,7 +600,9 @@ def multi_head_attention_backward(dout, cache):
     q_lin, k_lin, v_lin, attn, out_lin, packed = cache
     heads = attn.q.shape[1]
     dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
-    dq, dk, dv = scaled_dot_product_attention_backward(_split_heads(dctx, heads), attn)  # (B, H, S, Dh)
+    attention_backward = (flash_attention_backward if isinstance(attn, FlashAttentionCache)
+                          else scaled_dot_product_attention_backward)
+    dq, dk, dv = attention_backward(_split_heads(dctx, heads), attn)            # (B, H, S, Dh)
     dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)                  # (B, S, D)
     dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                    # (B, T, Dk)
     dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)                  # (B, T, Dv)
@@ -616,6 +634,7 @@ class FlashAttentionCache(NamedTuple):
     scale: float
     block_q: int
     block_k: int
+    dropout: Optional[tuple]      # (p, seed or None, full keep-mask or None) when attention dropout is on
 
 
 def _mask_block(mask, r0, r1, c0, c1):
@@ -635,7 +654,16 @@ def _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1):
     return s
 
 
-def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, block_q=128, block_k=128):
+def _tile_dropout(dropout, gen, r0, r1, c0, c1, shape):
+    """Keep-mask of one tile: sliced from a given full mask, or drawn from the replayable generator."""
+    p, _, full = dropout
+    if full is not None:
+        return full[..., r0:r1, c0:c1]
+    return gen.random(shape, dtype=np.float32) >= p
+
+
+def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, block_q=128, block_k=128,
+                            dropout_p=0.0, training=True, rng=None, dropout_mask=None):
     """Attention by tiles with an online softmax: memory O(S) instead of O(S*T).
 
     Same result as :func:`scaled_dot_product_attention_forward` (without dropout). For each block of
@@ -657,6 +685,11 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
         Default 1/sqrt(Dh).
     block_q, block_k : int
         Tile sizes (any positive value; they need not divide S or T).
+    dropout_p, training, rng : attention dropout
+        Each tile's keep-mask is drawn from a generator seeded from ``rng`` and *replayed* by the
+        backward (same tiles, same order), so no (S, T) mask is ever stored.
+    dropout_mask : ndarray of bool, optional
+        A full (..., S, T) keep-mask to slice tiles from instead (for tests against the standard path).
 
     Returns
     -------
@@ -671,6 +704,12 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     out = np.empty(lead + (s_len, v.shape[-1]), dtype=q.dtype)                          # (..., S, Dv)
     lse = np.empty(lead + (s_len,), dtype=q.dtype)                                      # (..., S)
+    dropout, gen = None, None
+    if training and dropout_p > 0.0:
+        seed = None if dropout_mask is not None else int(rng.integers(2**63))
+        dropout = (float(dropout_p), seed, dropout_mask)
+        gen = None if seed is None else np.random.default_rng(seed)
+        keep_scale = _scalar(1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0, q.dtype)
     for r0 in range(0, s_len, block_q):
         r1 = min(r0 + block_q, s_len)
         q_blk = q[..., r0:r1, :]                                                         # (..., bq, Dh)
@@ -684,13 +723,15 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
             m_safe = np.where(np.isneginf(m_new), _scalar(0, q.dtype), m_new)            # all -inf so far
             p = np.exp(s - m_safe)                                                       # (..., bq, bk)
             correction = np.exp(m - m_safe)                                              # (..., bq, 1)
-            l = l * correction + p.sum(axis=-1, keepdims=True)
+            l = l * correction + p.sum(axis=-1, keepdims=True)                         # undropped sum
+            if dropout is not None:
+                p *= _tile_dropout(dropout, gen, r0, r1, c0, c1, p.shape) * keep_scale
             acc = acc * correction + p @ v[..., c0:c1, :]                                # (..., bq, Dv)
             m = m_new
         empty = l == 0                                                                   # every key masked
         out[..., r0:r1, :] = np.where(empty, _scalar(0, q.dtype), acc / np.where(empty, 1, l))
         lse[..., r0:r1] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1, l)))[..., 0]
-    return out, FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k)
+    return out, FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout)
 
 
 def flash_attention_backward(dout, cache):
@@ -701,9 +742,16 @@ def flash_attention_backward(dout, cache):
     ``dq = c ds k``, ``dk = c ds^T q``. The row sum needs the whole row, but
     ``rowsum(dP * P) = rowsum(dout v^T * P) = rowsum(dout * (P v)) = rowsum(dout * out)``: it is computed
     once from the saved output, so every tile's contribution can be accumulated independently.
+    With attention dropout (``Pd = P * keep / (1-p)``, ``out = Pd v``) the same identity holds with
+    ``dv = Pd^T dout`` and ``dP = (dout v^T) * keep / (1-p)``; the tiles' keep-masks are replayed from
+    the forward's seed in the forward's order.
     Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
     """
-    q, k, v, out, lse, mask, is_causal, scale, block_q, block_k = cache
+    q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout = cache
+    gen = None
+    if dropout is not None:
+        gen = None if dropout[1] is None else np.random.default_rng(dropout[1])
+        keep_scale = _scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
     s_len, t_len = q.shape[-2], k.shape[-2]
     c = _scalar(scale, q.dtype)
     delta = np.sum(dout * out, axis=-1, keepdims=True)                                   # (..., S, 1)
@@ -719,8 +767,14 @@ def flash_attention_backward(dout, cache):
             k_blk, v_blk = k[..., c0:c1, :], v[..., c0:c1, :]
             s = _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1)    # (..., bq, bk)
             p = np.exp(s - lse_safe[..., r0:r1, :])                                      # (..., bq, bk)
-            dv[..., c0:c1, :] += np.swapaxes(p, -1, -2) @ do_blk                         # (..., bk, Dv)
-            ds = p * (do_blk @ np.swapaxes(v_blk, -1, -2) - delta[..., r0:r1, :])        # (..., bq, bk)
+            dp = do_blk @ np.swapaxes(v_blk, -1, -2)                                     # (..., bq, bk)
+            if dropout is None:
+                dv[..., c0:c1, :] += np.swapaxes(p, -1, -2) @ do_blk                     # (..., bk, Dv)
+            else:
+                keep = _tile_dropout(dropout, gen, r0, r1, c0, c1, p.shape) * keep_scale
+                dv[..., c0:c1, :] += np.swapaxes(p * keep, -1, -2) @ do_blk
+                dp *= keep
+            ds = p * (dp - delta[..., r0:r1, :])                                         # (..., bq, bk)
             ds *= c
             dq[..., r0:r1, :] += ds @ k_blk                                              # (..., bq, Dh)
             dk[..., c0:c1, :] += np.swapaxes(ds, -1, -2) @ q_blk                         # (..., bk, Dh)

@@ -530,11 +530,21 @@ class MultiheadAttention(Module):
     dtype : np.float32 or np.float64
     seed : int or numpy.random.Generator, optional
         For the initialisation and the dropout masks.
+    attention : {"standard", "tiled"}
+        "tiled" computes attention by tiles with an online softmax (memory linear in S, see
+        :func:`numpy_transformer.functional.flash_attention_forward`); it returns no weights, so it
+        needs ``need_weights=False``.
+    block_size : int
+        Tile size of the tiled path.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 batch_first=True, dtype=np.float32, seed=None):
+                 batch_first=True, dtype=np.float32, seed=None, attention="standard", block_size=128):
         super().__init__()
+        if attention not in ("standard", "tiled"):
+            raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
+        self.attention = attention
+        self.block_size = check_positive_int(block_size, "block_size")
         self.embed_dim = check_positive_int(embed_dim, "embed_dim")
         self.num_heads = check_positive_int(num_heads, "num_heads")
         if embed_dim % num_heads != 0:
@@ -603,6 +613,9 @@ class MultiheadAttention(Module):
         if key.shape[:2] != value.shape[:2] or key.shape[0] != b:
             raise ValueError(f"key and value must share batch and length with query's batch {b}: got query "
                              f"{query.shape}, key {key.shape}, value {value.shape} (batch_first={self.batch_first})")
+        if need_weights and self.attention == "tiled":
+            raise ValueError("attention='tiled' never forms the attention weights: call with need_weights=False "
+                             "(or build the module with attention='standard')")
         key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
         attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
         out, probs, cache = F.multi_head_attention_forward(
@@ -615,9 +628,10 @@ class MultiheadAttention(Module):
             k_proj_weight=None if self.k_proj_weight is None else self.k_proj_weight.data,
             v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
-            dropout_p=self.dropout, training=self.training, rng=self.rng)
-        self.last_mask = cache.attn.dropout.mask
-        if _trace.active():
+            dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
+            block_size=self.block_size)
+        self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
+        if _trace.active() and self.attention == "standard":
             _trace.record_attention(self, cache)
         self._save((cache, out.shape))
         if not self.batch_first:
@@ -689,11 +703,15 @@ class TransformerEncoderLayer(Module):
     dtype : np.float32 or np.float64
     seed : int or numpy.random.Generator, optional
         Initialisation and every dropout mask derive from it.
+    attention : {"standard", "tiled"}
+        How self-attention is computed (see :class:`MultiheadAttention`); "tiled" keeps memory linear in S.
+    block_size : int
+        Tile size of the tiled path.
     """
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True, dtype=np.float32,
-                 seed=None):
+                 seed=None, attention="standard", block_size=128):
         super().__init__()
         check_positive_int(d_model, "d_model")
         check_positive_int(nhead, "nhead")
@@ -706,7 +724,8 @@ class TransformerEncoderLayer(Module):
         self.norm_first = bool(norm_first)
         # The attention module always runs batch-first inside the layer; the layer transposes once.
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True,
-                                            dtype=self.dtype, seed=rng)
+                                            dtype=self.dtype, seed=rng, attention=attention,
+                                            block_size=block_size)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=self.dtype, seed=rng)
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=self.dtype, seed=rng)
