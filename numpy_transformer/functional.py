@@ -18,7 +18,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._erf import erf, erfc
+from ._erf import _phi_chunk, erf, erfc
+from ._parallel import map_chunks
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -64,10 +65,11 @@ def linear_forward(x, weight, bias=None):
     out : ndarray, shape (..., Dout)
     cache : LinearCache
     """
-    out = x @ weight.T                                           # (..., Dout)
+    # One 2-D GEMM over all rows: a (B, S, Din) @ (Din, Dout) matmul would loop over B small GEMMs.
+    out = x.reshape(-1, x.shape[-1]) @ weight.T                  # (N, Dout)
     if bias is not None:
-        out += bias
-    return out, LinearCache(x, weight, bias is not None)
+        out += bias                                              # in place: no second (N, Dout) array
+    return out.reshape(x.shape[:-1] + (weight.shape[0],)), LinearCache(x, weight, bias is not None)
 
 
 def linear_backward(dout, cache):
@@ -85,8 +87,8 @@ def linear_backward(dout, cache):
     x, weight, has_bias = cache
     d_in = weight.shape[1]
     dout2 = dout.reshape(-1, dout.shape[-1])                     # (N, Dout)
-    dx = dout @ weight                                           # (..., Din)
-    dweight = dout2.T @ x.reshape(-1, d_in)                      # (Dout, Din)
+    dx = (dout2 @ weight).reshape(x.shape)                       # (..., Din)
+    dweight = dout2.T @ x.reshape(-1, d_in)                      # (Dout, Din); BLAS reads dout2.T in place
     dbias = dout2.sum(axis=0) if has_bias else None              # (Dout,)
     return dx, dweight, dbias
 
@@ -212,11 +214,18 @@ class SoftmaxCache(NamedTuple):
     axis: int
 
 
-def softmax_forward(x, axis=-1):
+def softmax_forward(x, axis=-1, out=None):
     """Numerically stable softmax ``y = exp(x - max) / sum(exp(x - max))`` along ``axis``.
 
     A slice that is entirely ``-inf`` (every key masked) yields zeros, not NaN: one defined behaviour,
     the one ``torch.nn.functional.scaled_dot_product_attention`` uses.
+
+    Parameters
+    ----------
+    x : ndarray
+    axis : int
+    out : ndarray, optional
+        Where to write the result; may be ``x`` itself (in place, no new array of ``x``'s size).
 
     Returns
     -------
@@ -224,11 +233,12 @@ def softmax_forward(x, axis=-1):
     cache : SoftmaxCache
     """
     m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isneginf(m), _scalar(0, x.dtype), m)         # all -inf row: exp(-inf) = 0 below
-    e = np.exp(x - m)
-    s = e.sum(axis=axis, keepdims=True)
+    m[np.isneginf(m)] = 0                                        # all -inf row: exp(-inf) = 0 below
+    y = np.subtract(x, m, out=out)
+    np.exp(y, out=y)
+    s = y.sum(axis=axis, keepdims=True)
     s[s == 0] = 1                                                # all-masked row stays all zero
-    y = e / s
+    y /= s
     return y, SoftmaxCache(y, axis)
 
 
@@ -248,18 +258,20 @@ def softmax_backward(dout, cache):
 # --------------------------------------------------------------------------------------------------
 
 class ReluCache(NamedTuple):
-    positive: np.ndarray          # bool mask x > 0
+    out: np.ndarray               # the output max(x, 0): positive exactly where x > 0
 
 
 def relu_forward(x):
-    """``y = max(x, 0)``. Returns ``(out, ReluCache)``."""
-    positive = x > 0
-    return x * positive, ReluCache(positive)
+    """``y = max(x, 0)``. Returns ``(out, ReluCache)``; the cache is the output itself (the next layer
+    keeps it anyway), not a separate mask."""
+    out = np.maximum(x, _scalar(0, x.dtype))
+    return out, ReluCache(out)
 
 
 def relu_backward(dout, cache):
-    """Backward of ReLU: the slope is 1 where ``x > 0`` and 0 elsewhere (0 at ``x == 0``, as torch)."""
-    return dout * cache.positive
+    """Backward of ReLU: the slope is 1 where ``x > 0`` and 0 elsewhere (0 at ``x == 0``, as torch);
+    ``x > 0`` exactly where the output is ``> 0``."""
+    return dout * (cache.out > 0)
 
 
 class GeluCache(NamedTuple):
@@ -272,6 +284,58 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def _gelu_exact_chunk(out, x):
+    _phi_chunk(out, x)                                           # Phi(x)
+    out *= x                                                     # x Phi(x)
+
+
+def _gelu_exact_grad_chunk(out, x, dout):
+    dt = x.dtype.type
+    _phi_chunk(out, x)                                           # Phi(x)
+    pdf = np.multiply(x, x)
+    pdf *= dt(-0.5)
+    np.exp(pdf, out=pdf)
+    pdf *= dt(_INV_SQRT_2PI)                                     # phi(x) = exp(-x**2/2) / sqrt(2 pi)
+    pdf *= x
+    out += pdf                                                   # Phi(x) + x phi(x)
+    out *= dout
+
+
+def _gelu_tanh_chunk(out, x):
+    dt = x.dtype.type
+    np.multiply(x, x, out=out)
+    out *= dt(0.044715)
+    out += dt(1.0)
+    out *= x
+    out *= dt(_SQRT_2_OVER_PI)                                   # u = sqrt(2/pi)(x + 0.044715 x**3)
+    np.tanh(out, out=out)
+    out += dt(1.0)
+    out *= x
+    out *= dt(0.5)                                               # x/2 (1 + tanh u)
+
+
+def _gelu_tanh_grad_chunk(out, x, dout):
+    dt = x.dtype.type
+    c, k = dt(_SQRT_2_OVER_PI), dt(0.044715)
+    x2 = np.multiply(x, x)
+    t = x2 * k
+    t += dt(1.0)
+    t *= x
+    t *= c
+    np.tanh(t, out=t)                                            # t = tanh(u)
+    np.multiply(x2, dt(3.0) * k, out=x2)
+    x2 += dt(1.0)
+    x2 *= c                                                      # du/dx = sqrt(2/pi)(1 + 3*0.044715 x**2)
+    np.multiply(t, t, out=out)
+    np.subtract(dt(1.0), out, out=out)                           # 1 - t**2
+    out *= x2
+    out *= x
+    out += t
+    out += dt(1.0)
+    out *= dt(0.5)                                               # (1 + t)/2 + x/2 (1 - t**2) du/dx
+    out *= dout
+
+
 def gelu_forward(x, approximate="none"):
     """Gaussian Error Linear Unit, as ``torch.nn.functional.gelu``.
 
@@ -279,20 +343,19 @@ def gelu_forward(x, approximate="none"):
     normal CDF (``erfc`` keeps full relative accuracy for very negative x, where ``1 + erf`` cancels).
     ``approximate="tanh"``: ``y = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``.
 
+    The work is done in cache-sized chunks on a small thread pool (:mod:`numpy_transformer._parallel`):
+    the erf evaluation takes many elementwise passes, and NumPy runs each on one core.
+
     Returns
     -------
     out : ndarray, same shape and dtype as ``x``
     cache : GeluCache
     """
-    dt = x.dtype
-    if approximate == "none":
-        cdf = _scalar(0.5, dt) * erfc(-x * _scalar(_INV_SQRT_2, dt))
-        out = x * cdf
-    elif approximate == "tanh":
-        inner = _scalar(_SQRT_2_OVER_PI, dt) * (x + _scalar(0.044715, dt) * x * x * x)
-        out = _scalar(0.5, dt) * x * (1 + np.tanh(inner))
-    else:
+    if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    map_chunks(_gelu_exact_chunk if approximate == "none" else _gelu_tanh_chunk, out, x)
     return out, GeluCache(x, approximate)
 
 
@@ -302,19 +365,13 @@ def gelu_backward(dout, cache):
     Exact: ``y = x Phi(x)`` so ``y' = Phi(x) + x phi(x)`` with ``phi(x) = exp(-x**2/2) / sqrt(2 pi)``.
     Tanh: with ``u = sqrt(2/pi)(x + 0.044715 x**3)`` and ``t = tanh(u)``,
     ``y' = (1 + t)/2 + x/2 * (1 - t**2) * sqrt(2/pi) * (1 + 3 * 0.044715 x**2)``.
+    (``Phi`` is recomputed rather than cached: one (N, F) array less to hold between the passes.)
     """
     x, approximate = cache
-    dt = x.dtype
-    if approximate == "none":
-        cdf = _scalar(0.5, dt) * erfc(-x * _scalar(_INV_SQRT_2, dt))
-        pdf = _scalar(_INV_SQRT_2PI, dt) * np.exp(_scalar(-0.5, dt) * x * x)
-        return dout * (cdf + x * pdf)
-    c = _scalar(_SQRT_2_OVER_PI, dt)
-    k = _scalar(0.044715, dt)
-    t = np.tanh(c * (x + k * x * x * x))
-    half = _scalar(0.5, dt)
-    slope = half * (1 + t) + half * x * (1 - t * t) * c * (1 + 3 * k * x * x)
-    return dout * slope
+    dx = np.empty_like(x)
+    map_chunks(_gelu_exact_grad_chunk if approximate == "none" else _gelu_tanh_grad_chunk,
+               dx, x, np.ascontiguousarray(dout))
+    return dx
 
 
 # --------------------------------------------------------------------------------------------------
@@ -354,7 +411,9 @@ def dropout_forward(x, p, training=True, rng=None, mask=None):
         else:
             mask = rng.random(x.shape, dtype=np.float32 if x.dtype == np.float32 else np.float64) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return x * (mask * _scalar(scale, x.dtype)), DropoutCache(mask, scale)
+    out = np.multiply(x, mask)
+    out *= _scalar(scale, x.dtype)
+    return out, DropoutCache(mask, scale)
 
 
 def dropout_backward(dout, cache):
@@ -362,7 +421,9 @@ def dropout_backward(dout, cache):
     mask, scale = cache
     if mask is None:
         return dout
-    return dout * (mask * _scalar(scale, dout.dtype))
+    dx = np.multiply(dout, mask)
+    dx *= _scalar(scale, dout.dtype)
+    return dx
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,10 +486,12 @@ class AttentionCache(NamedTuple):
     probs: np.ndarray             # (..., S, T) softmax output, before dropout
     dropout: DropoutCache         # attention dropout on the probabilities
     scale: float
+    out: np.ndarray               # (..., S, Dv) the forward's output (gives the softmax row sums cheaply)
 
 
 def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None,
-                                         dropout_p=0.0, training=True, rng=None, dropout_mask=None):
+                                         dropout_p=0.0, training=True, rng=None, dropout_mask=None,
+                                         out=None):
     """``out = dropout(softmax(q @ k^T * scale + mask)) @ v`` with ``scale = 1/sqrt(Dh)``.
 
     Mask convention (as ``torch.nn.MultiheadAttention``, the opposite of
@@ -445,6 +508,10 @@ def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=Fals
         Broadcastable to (..., S, T).
     is_causal : bool
         Apply a causal mask (combined with ``attn_mask`` if both are given).
+    dropout_p, training, rng, dropout_mask : attention dropout (see :func:`dropout_forward`)
+    out : ndarray, shape (..., S, Dv), optional
+        Where to write the output (e.g. a head-transposed view of the merged-heads buffer, so merging
+        heads later costs no copy).
 
     Returns
     -------
@@ -453,18 +520,19 @@ def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=Fals
     """
     s, t = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    # Scaling q (S*Dh numbers) is cheaper than scaling the scores (S*T numbers).
     scores = (q * _scalar(scale, q.dtype)) @ np.swapaxes(k, -1, -2)             # (..., S, T)
     if attn_mask is not None:
         scores += _additive(attn_mask, q.dtype)
     if is_causal:
         scores[..., causal_mask(s, t)] = -np.inf
-    probs, _ = softmax_forward(scores, axis=-1)                                  # (..., S, T)
+    probs, _ = softmax_forward(scores, axis=-1, out=scores)                      # (..., S, T) in place
     dropped, dcache = dropout_forward(probs, dropout_p, training, rng, dropout_mask)
-    out = dropped @ v                                                             # (..., S, Dv)
-    return out, AttentionCache(q, k, v, probs, dcache, scale)
+    out = np.matmul(dropped, v, out=out)                                         # (..., S, Dv)
+    return out, AttentionCache(q, k, v, probs, dcache, scale, out)
 
 
-def scaled_dot_product_attention_backward(dout, cache):
+def scaled_dot_product_attention_backward(dout, cache, out=None):
     """Backward of attention.  Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
 
     Forward, step by step: ``A = q k^T * c`` (c the scale), ``P = softmax(A + mask)``,
@@ -473,17 +541,32 @@ def scaled_dot_product_attention_backward(dout, cache):
     * ``out = Pd v`` is a matmul: ``dPd = dout v^T`` (..., S, T) and ``dv = Pd^T dout`` (..., T, Dv).
     * dropout: ``dP = dPd * mask / (1-p)``.
     * softmax: ``dA = P * (dP - rowsum(dP * P))``; a masked entry has ``P = 0`` so gets 0 gradient
-      (the additive mask is a constant).
+      (the additive mask is a constant). The row sum is computed without forming ``dP * P``:
+      ``rowsum(dP * P) = rowsum(dPd * Pd) = rowsum(dout v^T * Pd) = rowsum(dout * (Pd v)) = rowsum(dout * out)``,
+      an (S, Dv) product instead of an (S, T) one (the identity flash attention relies on).
     * ``A = c q k^T``: ``dq = c dA k`` and ``dk = c dA^T q``.
+
+    Parameters
+    ----------
+    dout : ndarray, shape (..., S, Dv)
+    cache : AttentionCache
+    out : tuple of three ndarrays, optional
+        Where to write ``(dq, dk, dv)`` (views into a fused buffer, so no copy is needed later).
     """
-    q, k, v, probs, dcache, scale = cache
-    dropped = probs if dcache.mask is None else probs * (dcache.mask * _scalar(dcache.scale, probs.dtype))
-    dv = np.swapaxes(dropped, -1, -2) @ dout                                      # (..., T, Dv)
-    dprobs = dropout_backward(dout @ np.swapaxes(v, -1, -2), dcache)              # (..., S, T)
-    dscores = probs * (dprobs - np.sum(dprobs * probs, axis=-1, keepdims=True))    # (..., S, T)
-    dscores *= _scalar(scale, dscores.dtype)
-    dq = dscores @ k                                                              # (..., S, Dh)
-    dk = np.swapaxes(dscores, -1, -2) @ q                                         # (..., T, Dh)
+    q, k, v, probs, dcache, scale, o = cache
+    dq_out, dk_out, dv_out = (None, None, None) if out is None else out
+    keep = None if dcache.mask is None else dcache.mask * _scalar(dcache.scale, probs.dtype)
+    dropped = probs if keep is None else probs * keep                            # (..., S, T)
+    dv = np.matmul(np.swapaxes(dropped, -1, -2), dout, out=dv_out)               # (..., T, Dv)
+    del dropped
+    dscores = dout @ np.swapaxes(v, -1, -2)                                      # (..., S, T) = dPd
+    if keep is not None:
+        dscores *= keep                                                          # dP
+    dscores -= np.sum(dout * o, axis=-1, keepdims=True)                          # dP - rowsum(dP * P)
+    dscores *= probs                                                             # dA
+    dscores *= _scalar(scale, dscores.dtype)                                     # c dA
+    dq = np.matmul(dscores, k, out=dq_out)                                       # (..., S, Dh)
+    dk = np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk_out)                  # (..., T, Dh)
     return dq, dk, dv
 
 
@@ -492,16 +575,15 @@ def scaled_dot_product_attention_backward(dout, cache):
 # --------------------------------------------------------------------------------------------------
 
 class MultiHeadAttentionCache(NamedTuple):
-    q_lin: LinearCache            # query projection (B, S, D)
-    k_lin: LinearCache            # key projection   (B, T, D)
-    v_lin: LinearCache            # value projection (B, T, D)
+    in_lin: tuple                 # LinearCache of the fused (B, S, 3D) projection, or (q, k, v) LinearCaches
     attn: tuple                   # AttentionCache or FlashAttentionCache, per head on (B, H, S, Dh)
     out_lin: LinearCache          # output projection
-    packed: bool                  # q, k, v weights are slices of one in_proj_weight
+    packed: bool                  # q, k, v weights are row-blocks of one in_proj_weight
+    fused: bool                   # self-attention: one GEMM made q, k and v
 
 
 def _split_heads(x, heads):
-    """(B, S, D) -> (B, H, S, Dh): a view when possible; no data is reordered until a matmul needs it."""
+    """(B, S, D) -> (B, H, S, Dh): a strided view, no data is moved (BLAS reads it with a leading dim)."""
     b, s, d = x.shape
     return x.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)             # (B, H, S, Dh)
 
@@ -523,6 +605,11 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv`` (Wq, Wk, Wv the three
     row-blocks of ``in_proj_weight``, or the separate ``*_proj_weight`` when kdim/vdim differ), split into
     H heads of width Dh = D/H, attention per head, heads merged back, then ``out = ctx Wo^T + bo``.
+
+    For self-attention (``query is key is value``) the three projections are one GEMM with the whole
+    (3D, D) ``in_proj_weight``; the heads are strided views into its (B, S, 3, H, Dh) result, and each
+    head's output is written straight into the (B, S, H, Dh) buffer the output projection reads: no
+    split or merge ever copies data.
 
     Parameters
     ----------
@@ -550,35 +637,47 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     """
     b, s, d = query.shape
     t = key.shape[1]
+    dh = d // num_heads
     packed = in_proj_weight is not None
-    if packed:
-        wq, wk, wv = in_proj_weight[:d], in_proj_weight[d:2 * d], in_proj_weight[2 * d:]
+    fused = packed and query is key and key is value
+    if fused:
+        qkv, in_lin = linear_forward(query, in_proj_weight, in_proj_bias)       # (B, S, 3D)
+        qkv = qkv.reshape(b, s, 3, num_heads, dh)                               # (B, S, 3, H, Dh)
+        heads = tuple(qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))     # 3 x (B, H, S, Dh) views
     else:
-        wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
-    bq, bk, bv = (None, None, None) if in_proj_bias is None else (
-        in_proj_bias[:d], in_proj_bias[d:2 * d], in_proj_bias[2 * d:])
-    q, q_lin = linear_forward(query, wq, bq)                                     # (B, S, D)
-    k, k_lin = linear_forward(key, wk, bk)                                       # (B, T, D)
-    v, v_lin = linear_forward(value, wv, bv)                                     # (B, T, D)
-    heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))  # (B, H, S, Dh)
+        if packed:
+            wq, wk, wv = in_proj_weight[:d], in_proj_weight[d:2 * d], in_proj_weight[2 * d:]
+        else:
+            wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+        bq, bk, bv = (None, None, None) if in_proj_bias is None else (
+            in_proj_bias[:d], in_proj_bias[d:2 * d], in_proj_bias[2 * d:])
+        q, q_lin = linear_forward(query, wq, bq)                                # (B, S, D)
+        k, k_lin = linear_forward(key, wk, bk)                                  # (B, T, D)
+        v, v_lin = linear_forward(value, wv, bv)                                # (B, T, D)
+        in_lin = (q_lin, k_lin, v_lin)
+        heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))
+    ctx = np.empty((b, s, num_heads, dh), dtype=query.dtype)                     # (B, S, H, Dh)
+    ctx_heads = ctx.transpose(0, 2, 1, 3)                                        # (B, H, S, Dh) view
     if attention == "tiled":
         causal_only = is_causal and attn_mask is None       # let the tiles skip the upper triangle
         mask = merge_masks(None if causal_only else attn_mask, key_padding_mask, False if causal_only else is_causal,
                            b, num_heads, s, t, query.dtype)
-        ctx, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only, block_q=block_size,
-                                            block_k=block_size, dropout_p=dropout_p, training=training, rng=rng,
-                                            dropout_mask=dropout_mask)
+        out_heads, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only,
+                                                  block_q=block_size, block_k=block_size, dropout_p=dropout_p,
+                                                  training=training, rng=rng, dropout_mask=dropout_mask)
+        ctx_heads[...] = out_heads
         probs = None
     elif attention == "standard":
         mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
-        ctx, attn = scaled_dot_product_attention_forward(*heads, attn_mask=mask, dropout_p=dropout_p,
-                                                         training=training, rng=rng, dropout_mask=dropout_mask)
+        _, attn = scaled_dot_product_attention_forward(*heads, attn_mask=mask, dropout_p=dropout_p,
+                                                       training=training, rng=rng, dropout_mask=dropout_mask,
+                                                       out=ctx_heads)
         probs = attn.probs if attn.dropout.mask is None else (
             attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))  # (B, H, S, T)
     else:
         raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
-    out, out_lin = linear_forward(_merge_heads(ctx), out_proj_weight, out_proj_bias)  # (B, S, D)
-    return out, probs, MultiHeadAttentionCache(q_lin, k_lin, v_lin, attn, out_lin, packed)
+    out, out_lin = linear_forward(ctx.reshape(b, s, d), out_proj_weight, out_proj_bias)  # (B, S, D)
+    return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused)
 
 
 def multi_head_attention_backward(dout, cache):
@@ -586,9 +685,11 @@ def multi_head_attention_backward(dout, cache):
 
     Walk the forward in reverse: the output projection is a linear layer; merging heads is a
     transpose + reshape, so its backward is :func:`_split_heads` (the inverse permutation); attention
-    per head; splitting heads is undone by :func:`_merge_heads`; then the three input projections.
-    When query, key and value are the same array (self-attention) the caller adds the three input
-    gradients: the input was used three times.
+    per head; splitting heads is undone by :func:`_merge_heads`; then the input projections. In the
+    fused self-attention case the head gradients are written into one (B, S, 3, H, Dh) buffer, which is
+    exactly the gradient of the fused (B, S, 3D) projection output, so ``d in_proj_weight`` is one GEMM.
+    When query, key and value are the same array the caller adds the three input gradients: the input
+    was used three times.
 
     Returns
     -------
@@ -597,22 +698,43 @@ def multi_head_attention_backward(dout, cache):
         ``in_proj_weight``/``in_proj_bias`` (packed) or ``q_proj_weight``... , ``out_proj.weight``,
         ``out_proj.bias`` (keys as torch's parameter names; bias entries absent without bias).
     """
-    q_lin, k_lin, v_lin, attn, out_lin, packed = cache
-    heads = attn.q.shape[1]
+    in_lin, attn, out_lin, packed, fused = cache
+    b, heads, s, dh = attn.q.shape
+    d = heads * dh
     dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
+    dctx_heads = dctx.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)             # (B, H, S, Dh) view
     attention_backward = (flash_attention_backward if isinstance(attn, FlashAttentionCache)
                           else scaled_dot_product_attention_backward)
-    dq, dk, dv = attention_backward(_split_heads(dctx, heads), attn)            # (B, H, S, Dh)
-    dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)                  # (B, S, D)
-    dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                    # (B, T, Dk)
-    dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)                  # (B, T, Dv)
     grads = {}
-    if packed:
-        grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)        # (3D, D)
+    if fused:
+        dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)
+        views = tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))    # 3 x (B, H, S, Dh)
+        if attention_backward is scaled_dot_product_attention_backward:
+            attention_backward(dctx_heads, attn, out=views)
+        else:
+            for view, g in zip(views, attention_backward(dctx_heads, attn)):
+                view[...] = g
+        dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
+        x, w, has_bias = in_lin
+        x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
+        # The input fed q, k and v: one gradient each, through each row-block of the weight.
+        dquery, dkey, dvalue = ((dqkv[:, i * d:(i + 1) * d] @ w[i * d:(i + 1) * d]).reshape(x.shape)
+                                for i in range(3))
+        grads["in_proj_weight"] = dqkv.T @ x2                                    # (3D, D) one GEMM
+        if has_bias:
+            grads["in_proj_bias"] = dqkv.sum(axis=0)                             # (3D,)
     else:
-        grads.update(q_proj_weight=dwq, k_proj_weight=dwk, v_proj_weight=dwv)
-    if dbq is not None:
-        grads["in_proj_bias"] = np.concatenate([dbq, dbk, dbv])                  # (3D,)
+        dq, dk, dv = attention_backward(dctx_heads, attn)                       # (B, H, S, Dh)
+        q_lin, k_lin, v_lin = in_lin
+        dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)              # (B, S, D)
+        dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                # (B, T, Dk)
+        dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)              # (B, T, Dv)
+        if packed:
+            grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)    # (3D, D)
+        else:
+            grads.update(q_proj_weight=dwq, k_proj_weight=dwk, v_proj_weight=dwv)
+        if dbq is not None:
+            grads["in_proj_bias"] = np.concatenate([dbq, dbk, dbv])              # (3D,)
     grads["out_proj.weight"] = dwo
     if dbo is not None:
         grads["out_proj.bias"] = dbo

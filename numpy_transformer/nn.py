@@ -604,7 +604,10 @@ class MultiheadAttention(Module):
         key = check_float_input(key, "key", self.dtype, ndim=3, last_dim=self.kdim, shape_doc=bf)
         value = check_float_input(value, "value", self.dtype, ndim=3, last_dim=self.vdim, shape_doc=bf)
         if not self.batch_first:
-            query, key, value = (np.swapaxes(a, 0, 1) for a in (query, key, value))
+            if query is key and key is value:                   # keep self-attention recognisable
+                query = key = value = np.swapaxes(query, 0, 1)
+            else:
+                query, key, value = (np.swapaxes(a, 0, 1) for a in (query, key, value))
         b, s, _ = query.shape
         t = key.shape[1]
         if b == 0 or s == 0 or t == 0:
