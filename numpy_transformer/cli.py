@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # One entry per command module; a module that is missing is simply not offered.
-COMMAND_MODULES = ["demo", "gradcheck"]
+COMMAND_MODULES = ["demo", "gradcheck", "drill"]
 
 
 def build_parser():
