@@ -20,11 +20,11 @@ def _drills():
     return drills
 
 
-def _unknown(name, out=sys.stdout):
+def _unknown(name):
     d = _drills()
     close = difflib.get_close_matches(name, list(d.EXERCISES), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    print(f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}", file=out)
+    print(f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}")
     return 2
 
 

@@ -232,11 +232,32 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
     if not quiet:
         width = max([len(e["desc"]) for e in case_events] + [10])
         width = min(width, 70)
+        run = []            # consecutive cases failing with the same error (collapsed after two)
+
+        def flush():
+            if len(run) > 2:
+                out(f"  cases {run[2] + 1}-{run[-1] + 1}: the same" if len(run) > 3 else
+                    f"  case {run[2] + 1}: the same")
+            run.clear()
+
+        prev = None
         for e in case_events:
             bad = [n for n, r in e["results"].items() if not r["ok"]]
             status = "PASS" if not bad else "FAIL  " + _case_reason(e, bad)
+            same_error = bool(bad) and e.get("failure") is not None and all(
+                e["results"][n].get("problem") == "not_computed" for n in bad)
+            if same_error and status == prev:
+                run.append(e["index"])
+                if len(run) > 2:
+                    continue
+            else:
+                flush()
+                if same_error:
+                    run.append(e["index"])
+            prev = status if same_error else None
             tags = f"  [{'; '.join(e['tags'])}]" if e.get("tags") and (bad or verbose) else ""
             out(f"  case {e['index'] + 1:>3}  {e['desc']:<{width}}  {status}{tags}")
+        flush()
         out("")
 
     # per returned array

@@ -320,8 +320,6 @@ def _attend(q, k, v, blocked, scale, axis, mask_mode, softmax_backward="correct"
     keep = None
     if blocked is not None:
         blocked = np.broadcast_to(blocked, scores.shape)
-        if mask_mode == "inverted":
-            blocked = ~blocked
         if mask_mode == "large_negative":
             scores = np.where(blocked, -1e9, scores)
         elif mask_mode == "after":
@@ -333,15 +331,16 @@ def _attend(q, k, v, blocked, scale, axis, mask_mode, softmax_backward="correct"
         p = e / e.sum(axis=axis, keepdims=True)
     else:
         p = _softmax(scores, axis=axis)
-    pk = p if keep is None else p * keep
-    return pk @ v, (q, k, v, p, keep, pk, scale, axis, softmax_backward)
+    if keep is not None:
+        # masked after the softmax; the backward is then the usual one on these (masked) probabilities
+        p = p * keep
+    return p @ v, (q, k, v, p, scale, axis, softmax_backward)
 
 
 def _attend_backward(dout, cache, dk_mode="correct", dv_mode="correct", scale_in_backward=True):
-    q, k, v, p, keep, pk, scale, axis, sm = cache
-    dv = pk @ dout if dv_mode == "no_transpose" else np.swapaxes(pk, -1, -2) @ dout
-    dpk = dout @ np.swapaxes(v, -1, -2)
-    dp = dpk if keep is None else dpk * keep
+    q, k, v, p, scale, axis, sm = cache
+    dv = p @ dout if dv_mode == "no_transpose" else np.swapaxes(p, -1, -2) @ dout
+    dp = dout @ np.swapaxes(v, -1, -2)
     ds = _softmax_bwd(dp, p, axis, sm)
     if scale_in_backward:
         ds = ds * scale
@@ -358,6 +357,8 @@ def attention_impl(scale="sqrt", axis=-1, mask_mode="before", causal_mode="triu"
     def attention_forward(q, k, v, mask=None, causal=False):
         s, t = q.shape[-2], k.shape[-2]
         blocked = None if mask is None else np.asarray(mask, dtype=bool)
+        if blocked is not None and mask_mode == "inverted":
+            blocked = ~blocked
         if causal:
             c = _causal(s, t, causal_mode)
             blocked = c if blocked is None else (blocked | c)
