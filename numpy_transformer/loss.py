@@ -27,7 +27,8 @@ REDUCTIONS = ("mean", "sum", "none")
 def log_softmax(z, axis=-1):
     """``z - logsumexp(z)`` along ``axis``, stable for any finite input (the max is subtracted first)."""
     m = np.max(z, axis=axis, keepdims=True)
-    shifted = z - m
+    with np.errstate(over="ignore"):                   # a spread beyond the dtype's range: -inf, exp -> 0
+        shifted = z - m
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
