@@ -735,3 +735,41 @@ def test_runtime_never_imports_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# property: the reference solutions agree with the library on hypothesis-drawn seeds
+# --------------------------------------------------------------------------------------------------
+
+def _solution_module(name, _cache={}):
+    if name not in _cache:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(f"_drill_solution_{name}", drills.solution_path(name))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _cache[name] = mod
+    return _cache[name]
+
+
+from hypothesis import given, strategies as st  # noqa: E402  (test dependency only)
+
+
+@given(name=st.sampled_from(NAMES), seed=st.integers(0, 2**31 - 1), index=st.integers(0, 10_000))
+def test_solutions_pass_on_drawn_cases(name, seed, index):
+    ex = drills.EXERCISES[name]
+    case = exercises.draw_case(ex, seed, index)
+    with np.errstate(all="ignore"):
+        res = grade_case(ex, _solution_module(name), case, None, None, {}, diagnose.TOL, None)
+    bad = {k: v["message"] for k, v in res["results"].items() if not v["ok"]}
+    assert not bad and res["failure"] is None, (case.desc, bad, res["failure"])
+
+
+def test_two_mistakes_at_once_are_both_named(tmp_path):
+    patches = (MISTAKES[("multi_head_attention", "mha_scale_sqrt_d")]
+               + MISTAKES[("multi_head_attention", "mha_backward_no_rowsum")])
+    path = tmp_path / "mha.py"
+    path.write_text(apply_patches(solution_source("multi_head_attention"), patches))
+    rc, out = check_inprocess(path, cases=20)
+    assert rc == 1
+    assert first_diagnosis(out) == "mha_scale_sqrt_d", out
+    assert "two known mistakes at once" in out and "[mha_scale_sqrt_d + mha_backward_no_rowsum]" in out, out

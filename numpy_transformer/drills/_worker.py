@@ -160,7 +160,37 @@ def _exception_hint(ex, message):
     return None
 
 
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle):
+def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
+    """For wrong outputs no single mistake explains, try two known mistakes at once (knobs that combine).
+
+    Matches are recorded as ``"id1+id2"`` in the output's ``pairs``. ``budget["seconds"]`` bounds the time
+    spent over the whole run (the search costs up to one variant run per pair).
+    """
+    todo = [n for n, r in results.items()
+            if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape") and not r.get("variants")]
+    if not todo:
+        return
+    t0 = time.perf_counter()
+    ms = ex.mistakes
+    for i in range(len(ms)):
+        for j in range(i + 1, len(ms)):
+            for c1 in ms[i].configs:
+                for c2 in ms[j].configs:
+                    if set(c1) & set(c2):
+                        continue
+                    vout = _run(ex, ex.variant(**c1, **c2), inputs).outputs
+                    for n in todo:
+                        if n in vout and diagnose.matches(user_outputs[n], vout[n]):
+                            pair = f"{ms[i].id}+{ms[j].id}"
+                            if pair not in results[n].setdefault("pairs", []):
+                                results[n]["pairs"].append(pair)
+            if time.perf_counter() - t0 > budget["seconds"]:
+                budget["seconds"] = 0
+                return
+    budget["seconds"] -= time.perf_counter() - t0
+
+
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None):
     inputs = case.inputs
     ref = _reference_outputs(ex, inputs)
     t0 = time.perf_counter()
@@ -198,6 +228,8 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle):
             res["variants"] = matched
             res["hints"] = diagnose.hints(got, ref[name], case.factors)
         results[name] = res
+    if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
+        _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []
     if variants is not None:
         # a mistake is contradicted on this case when every one of its configurations would make wrong an
@@ -253,11 +285,13 @@ def main(argv=None):
         oracle, oracle_status = _load_oracle(args.torch)
         ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
         disabled = {}
+        pair_budget = {"seconds": 8.0}
         for i in range(args.cases):
             ev.emit(event="start", index=i)
             case = draw_case(ex, args.seed, i)
             try:
-                res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle)
+                res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
+                                 pair_budget)
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
                 ev.emit(event="internal_error", index=i, message=f"{type(exc).__name__}: {exc}")
                 return 3

@@ -181,7 +181,7 @@ def hints(got, ref, factors=None):
                                  "(subtract the max; guard rows with every key masked)"))
         return out
     rr = float(np.sum(ref * ref))
-    if rr > 0:
+    if rr > 0 and ref.size >= 3:          # a "constant factor" between 1- or 2-element arrays means nothing
         if not np.any(a):
             out.append(("zeros", "all zeros"))
             return out

@@ -360,21 +360,29 @@ def _diagnosis(out, ex, fails, case_events):
     # known mistakes: mistake id -> {output: matched count}
     matched = OrderedDict()
     computed_fail = {}
+    pairs = OrderedDict()
     for name, bad in fails.items():
         comp = [r for _, r in bad if r.get("problem") != "not_computed"]
         computed_fail[name] = len(comp)
         for r in comp:
             for mid in r.get("variants", []):
                 matched.setdefault(mid, Counter())[name] += 1
+            for pid in r.get("pairs", []):
+                pairs.setdefault(pid, Counter())[name] += 1
     contra = Counter(mid for e in case_events for mid in e.get("contradicted", []))
     order = [m.id for m in ex.mistakes]
     # consistent mistakes first (never contradicted by an output you got right), then by how much they explain
     ranked = sorted(matched.items(), key=lambda kv: (contra[kv[0]] > 0, -sum(kv[1].values()), order.index(kv[0])))
     explained = set()
     shown = 0
+    shown_ids = set()
+    noise = set()
     for mid, per in ranked:
         if shown == 3 or (shown and contra[mid]):
             break
+        if shown and max(c / max(computed_fail[n], 1) for n, c in per.items()) < 0.2 and sum(per.values()) < 3:
+            noise.add(mid)                              # a stray coincidence on a degenerate case
+            continue
         m = ex.mistake(mid)
         parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
         out(f"  * known mistake: {m.title}   [{m.id}]")
@@ -385,22 +393,39 @@ def _diagnosis(out, ex, fails, case_events):
         out(f"      why: {m.explain}")
         out(f"      fix: {m.fix}")
         shown += 1
+        shown_ids.add(m.id)
         for n, c in per.items():
             if c == computed_fail[n]:
                 explained.add(n)
-    rest = [mid for mid, _ in ranked[shown:] if not contra[mid]]
+    rest = [mid for mid, _ in ranked if mid not in shown_ids and mid not in noise and not contra[mid]]
     if rest:
         out(f"  (also consistent with: {'; '.join(ex.mistake(mid).title for mid in rest)})")
+    pair_rank = sorted(pairs.items(), key=lambda kv: -sum(kv[1].values()))
+    for pid, per in pair_rank[:2]:
+        if sum(per.values()) < sum(pair_rank[0][1].values()):
+            break                                       # only the best-supported combination(s)
+        a, b = (ex.mistake(x) for x in pid.split("+"))
+        parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
+        out(f"  * two known mistakes at once: {a.title}  AND  {b.title}   [{a.id} + {b.id}]")
+        out(f"      matches your wrong arrays on: {parts} failing cases (where neither alone does)")
+        for m in (a, b):
+            if m.id not in shown_ids:
+                out(f"      fix ({m.title}): {m.fix}")
+        for n, c in per.items():
+            if c + matched.get(a.id, Counter())[n] + matched.get(b.id, Counter())[n] >= computed_fail[n]:
+                explained.add(n)
 
     # exceptions and other failures of the functions
     failures = OrderedDict()
     for e in case_events:
         f = e.get("failure")
         if f:
-            key = (f["function"], f["kind"], f["message"])
+            # group by function and exception type: the message often quotes shapes that vary per case
+            key = (f["function"], f["kind"], f["message"].split(":")[0])
             failures.setdefault(key, []).append((e, f))
     shown = 0
-    for (fname, kind, msg), lst in failures.items():
+    for (fname, kind, _), lst in failures.items():
+        msg = lst[0][1]["message"]
         if shown >= 4:
             out(f"  * ... and {len(failures) - shown} other error message(s)")
             break
@@ -433,6 +458,8 @@ def _diagnosis(out, ex, fails, case_events):
             out(f"  * {name}: {msg}; compare the worst element above with a hand computation")
             continue
         for key, c in counter.most_common(2):
+            if c < 2 and len(comp) > 1:
+                continue                  # a one-off observation among many failures is noise
             msg, e = first_msg[key]
             out(f"  * {name}: {msg} (on {c}/{len(comp)} failing cases, first case {e['index'] + 1})")
         tags = Counter(t for e, _ in comp for t in e.get("tags", []))
