@@ -773,3 +773,14 @@ def test_two_mistakes_at_once_are_both_named(tmp_path):
     assert rc == 1
     assert first_diagnosis(out) == "mha_scale_sqrt_d", out
     assert "two known mistakes at once" in out and "[mha_scale_sqrt_d + mha_backward_no_rowsum]" in out, out
+
+
+def test_docs_name_every_exercise_and_mistake():
+    with open(os.path.join(ROOT, "docs", "drills.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    for ex in drills.EXERCISES.values():
+        assert f"`{ex.name}`" in doc, ex.name
+        for fn in ex.functions:
+            assert fn in doc, fn
+        for m in ex.mistakes:
+            assert f"`{m.id}`" in doc, m.id

@@ -85,7 +85,7 @@ def solution_text(name):
     """The reference solution of ``name`` followed by the derivations from the verified library code."""
     ex = get(name)
     parts = [f"# Reference solution: {ex.name} ({ex.difficulty}, target {ex.minutes} min)",
-             "# It passes `drill check` against numpy_transformer.functional (which is proven against PyTorch).",
+             f"# It passes `drill check`, whose reference is {ex.reference_name}.",
              "", _read(solution_path(ex.name)).rstrip(), ""]
     docs = [_library_doc(q) for q in (ex.library or ("nn.sinusoidal_table",))]
     if docs:

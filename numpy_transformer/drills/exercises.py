@@ -63,6 +63,7 @@ class Exercise:
     mistakes: Tuple[Mistake, ...]
     exception_hints: Tuple[Tuple[str, str], ...] = ()
     n_edge: int = 0
+    reference_name: str = "numpy_transformer.functional (verified)"
 
     def mistake(self, mistake_id):
         for m in self.mistakes:
@@ -470,6 +471,7 @@ CROSS_ENTROPY = Exercise(
     library=("softmax_forward", "softmax_backward"),
     draw=_draw_cross_entropy, run=_run_cross_entropy, reference=_ref_cross_entropy,
     variant=V.cross_entropy_impl, n_edge=5,
+    reference_name="log-softmax via log-sum-exp (drills.exercises; equal to torch's cross_entropy in the tests)",
     mistakes=(
         Mistake("ce_unstable_exp", "exp of the raw logits overflows (no max subtraction)",
                 "exp(1000) = inf: the loss and gradient become NaN for large logits.",
@@ -536,7 +538,7 @@ POSITIONAL = Exercise(
     outputs=(("pe", "positional_encoding"),),
     library=(),
     draw=_draw_positional, run=_run_positional, reference=_ref_positional, variant=V.positional_encoding_impl,
-    n_edge=5,
+    n_edge=5, reference_name="numpy_transformer.nn.sinusoidal_table (verified)",
     mistakes=(
         Mistake("pe_sin_cos_swapped", "sin and cos swapped (cos on the even columns)",
                 "Even columns 2i hold the sine, odd columns 2i+1 the cosine of the same angle.",

@@ -223,7 +223,7 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
     done = any(e.get("event") == "done" for e in events)
     oracle_line = _oracle_summary(load, case_events)
     out(f"cases: {len(case_events)} of {cases} graded (seed {seed}; the first {min(ex.n_edge, cases)} are fixed "
-        f"edge cases)   reference: numpy_transformer.functional (verified)   oracle: {oracle_line}")
+        f"edge cases)   reference: {ex.reference_name}   oracle: {oracle_line}")
     if load.get("missing"):
         out(f"note: not defined in your file: {', '.join(load['missing'])}")
     out("")
