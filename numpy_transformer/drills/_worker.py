@@ -66,6 +66,9 @@ def _defined_functions(path):
 def load_user_module(path, time_limit):
     """Import the user's file under a private name. Returns ``(module, None)`` or ``(None, failure)``."""
     name = "_drill_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)          # the user's own helper modules, after everything else
     try:
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -266,6 +269,14 @@ def main(argv=None):
     p.add_argument("--tol", type=float, default=diagnose.TOL)
     args = p.parse_args(argv)
     ev = _Events(args.events)
+    try:
+        return _grade_all(args, ev)
+    except Exception as exc:  # noqa: BLE001 - a grader bug: report it as ours, not as the user's crash
+        ev.emit(event="internal_error", index=-1, message=f"{type(exc).__name__}: {exc}")
+        return 3
+
+
+def _grade_all(args, ev):
     ex = EXERCISES[args.exercise]
     path = os.path.abspath(args.file)
     warnings.simplefilter("ignore")
@@ -288,8 +299,8 @@ def main(argv=None):
         pair_budget = {"seconds": 8.0}
         for i in range(args.cases):
             ev.emit(event="start", index=i)
-            case = draw_case(ex, args.seed, i)
             try:
+                case = draw_case(ex, args.seed, i)
                 res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
                                  pair_budget)
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash

@@ -211,6 +211,10 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
         out("interview clock: no start time in the file (`drill start` writes one in its header)")
 
     load = next((e for e in events if e.get("event") == "load"), None)
+    internal = next((e for e in events if e.get("event") == "internal_error"), None)
+    if load is None and internal is not None:
+        out(f"FAIL  internal grader error before grading: {internal['message']} (please report this bug)")
+        return 2
     if load is None:
         out("FAIL  the grader process ended before loading your file")
         _process_failure(out, timed_out, timeout, rc, user_output)
@@ -219,7 +223,6 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
         return _load_failure(out, path, ex, load, user_output)
 
     case_events = [e for e in events if e.get("event") == "case"]
-    internal = next((e for e in events if e.get("event") == "internal_error"), None)
     done = any(e.get("event") == "done" for e in events)
     oracle_line = _oracle_summary(load, case_events)
     out(f"cases: {len(case_events)} of {cases} graded (seed {seed}; the first {min(ex.n_edge, cases)} are fixed "
@@ -297,8 +300,8 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
 
     cut_short = not done
     if internal is not None:
-        out(f"FAIL  internal grader error on case {internal['index'] + 1}: {internal['message']} "
-            "(please report this bug)")
+        where = f" on case {internal['index'] + 1}" if internal.get("index", -1) >= 0 else ""
+        out(f"FAIL  internal grader error{where}: {internal['message']} (please report this bug)")
     if cut_short and internal is None:
         started = [e["index"] for e in events if e.get("event") == "start"]
         graded = {e["index"] for e in case_events}
