@@ -518,6 +518,7 @@ def main(argv=None):
         ap.error(f"--trials must be at least 1, got {args.trials}")
     tol = TOLERANCE[args.dtype] if args.tol is None else args.tol
     torch.manual_seed(args.seed)
+    torch.set_num_threads(1)        # tiny tensors: threads only add synchronisation cost
     # torch deprecates mixing a bool padding mask with a float attention mask; both are tested on purpose
     warnings.filterwarnings("ignore", message="Support for mismatched")
     rows, failures = run(args.trials, args.seed, args.dtype, tol, args.twins, tuple(args.module or KINDS))

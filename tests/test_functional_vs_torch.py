@@ -23,6 +23,10 @@ import numpy_transformer.functional as F
 from reference_torch import modules as R
 from reference_torch.check import make_masks
 
+# Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
+# slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
+torch.set_num_threads(1)
+
 DTYPES = [np.float64, np.float32]
 
 small = st.integers(1, 4)

@@ -31,6 +31,10 @@ import reference_torch as R
 from reference_torch import check, convert
 from reference_torch.check import HypothesisChooser
 
+# Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
+# slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

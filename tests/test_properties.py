@@ -15,6 +15,10 @@ import numpy_transformer.functional as F
 import reference_torch as R
 from reference_torch import convert
 
+# Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
+# slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
+torch.set_num_threads(1)
+
 seeds = st.integers(0, 2**31 - 1)
 
 
