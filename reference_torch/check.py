@@ -24,6 +24,7 @@ very same code with hypothesis (see :class:`HypothesisChooser`).
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import sys
 import warnings
@@ -118,16 +119,16 @@ def _lead_shape(c):
     return tuple(c.integers(1, 3) for _ in range(c.integers(0, 2)))
 
 
-def _attention_config(c, cfg, cross_allowed=True, min_d=1):
+def _attention_config(c, cfg, cross_allowed=True, min_width=1, min_len=1):
     h = c.integers(1, 3)
-    cfg.update(B=c.integers(1, 3), S=c.integers(1, 5), H=h, Dh=c.integers(-(-min_d // h), 4),
+    cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), H=h, Dh=c.integers(-(-min_width // h), 4),
                bias=c.boolean(), batch_first=c.boolean())
     cfg["D"] = cfg["H"] * cfg["Dh"]
     cfg["mode"] = c.choice(("self", "cross", "cross_kv_same")) if cross_allowed else "self"
     if cfg["mode"] == "self":
         cfg.update(T=cfg["S"], kdim=None, vdim=None, mask=c.choice(SELF_MASKS))
     else:
-        cfg["T"] = c.integers(1, 5)
+        cfg["T"] = c.integers(min_len, 5)
         if cfg["mode"] == "cross":
             cfg["kdim"] = c.choice((None, c.integers(1, 6)))
             cfg["vdim"] = c.choice((None, c.integers(1, 6)))
@@ -137,15 +138,20 @@ def _attention_config(c, cfg, cross_allowed=True, min_d=1):
     return cfg
 
 
-def draw_config(kind, c, dtype="float64", dropout=0.0, min_d=1):
+FLOAT32_SIZES = dict(min_width=4, min_len=2)
+
+
+def draw_config(kind, c, dtype="float64", dropout=0.0, min_width=1, min_len=1):
     """A random configuration (a plain dict) for module ``kind``, drawn with chooser ``c``.
 
-    ``min_d``: the smallest model width of the attention modules (float32 runs use 4: with so few
-    features a query's gradient is often a near-total cancellation, meaningless at float32 precision).
+    ``min_width`` bounds D and F from below, ``min_len`` the sequence lengths. Float32 runs use
+    :data:`FLOAT32_SIZES`: in the tiniest configurations a gradient entry is often a near-total
+    cancellation (a dot product of O(1) terms summing to 1e-4), whose float32 rounding alone exceeds
+    the 1e-4 relative tolerance on both sides, bug or no bug.
     """
     cfg: Dict[str, Any] = {"kind": kind, "dtype": dtype, "seed": c.integers(0, 2**31 - 1), "dropout": dropout}
     if kind == "Linear":
-        cfg.update(lead=_lead_shape(c), in_features=c.integers(1, 6), out_features=c.integers(1, 6),
+        cfg.update(lead=_lead_shape(c), in_features=c.integers(min_width, 6), out_features=c.integers(1, 6),
                    bias=c.boolean())
     elif kind == "Embedding":
         v = c.integers(1, 8)
@@ -153,14 +159,16 @@ def draw_config(kind, c, dtype="float64", dropout=0.0, min_d=1):
                    padding_idx=c.choice((None, c.integers(-v, v - 1))))
     elif kind == "LayerNorm":
         affine = c.boolean()
-        cfg.update(lead=_lead_shape(c), D=c.integers(MIN_LAYER_NORM_D, 8), eps=c.log_uniform(1e-12, 1e-1),
+        cfg.update(lead=_lead_shape(c), D=c.integers(max(min_width, MIN_LAYER_NORM_D), 8),
+                   eps=c.log_uniform(1e-12, 1e-1),
                    elementwise_affine=affine, bias=c.boolean() if affine else True)
     elif kind == "MultiheadAttention":
-        _attention_config(c, cfg, min_d=min_d)
+        _attention_config(c, cfg, min_width=min_width, min_len=min_len)
         cfg.update(need_weights=c.boolean(), average_attn_weights=c.boolean())
     elif kind in ("TransformerEncoderLayer", "TransformerEncoder"):
-        _attention_config(c, cfg, cross_allowed=False, min_d=max(min_d, MIN_LAYER_NORM_D))
-        cfg.update(F=c.integers(1, 8), activation=c.choice(("relu", "gelu")), norm_first=c.boolean(),
+        _attention_config(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D),
+                          min_len=min_len)
+        cfg.update(F=c.integers(min_width, 8), activation=c.choice(("relu", "gelu")), norm_first=c.boolean(),
                    eps=c.log_uniform(1e-12, 1e-2))
         if kind == "TransformerEncoder":
             cfg.update(num_layers=c.integers(2, 3), final_norm=c.boolean())
@@ -221,6 +229,8 @@ class Result:
     ours: Any = None
     ref: Any = None
     masks: dict = field(default_factory=dict)
+    oracle: str = "torch.nn"
+    inputs: Any = None            # (differentiable inputs, other inputs, upstream gradient), NumPy
 
     @property
     def param_grad_names(self):
@@ -426,7 +436,7 @@ def compare(cfg, oracle="torch.nn"):
     ours_params = dict(ours.named_parameters())
     for name, p in ref.named_parameters():
         pairs[f"grad.{name}"] = (ours_params[name].grad if name in ours_params else None, p.grad)
-    return Result(cfg, pairs, ours, ref, masks)
+    return Result(cfg, pairs, ours, ref, masks, oracle, (x_np, other, dout))
 
 
 KINDS = ("Linear", "Embedding", "LayerNorm", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder")
@@ -436,6 +446,70 @@ TWIN_KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "TransformerEncod
 # --------------------------------------------------------------------------------------------------
 # the checker
 # --------------------------------------------------------------------------------------------------
+
+def reference_in_float64(res):
+    """The reference of a float32 :class:`Result` re-run in float64 on the *same* (float32-valued)
+    weights, inputs, masks and upstream gradient: ``{name: tensor}`` named like ``res.pairs``.
+
+    This is the exact answer (to ~1e-16) for the very numbers the float32 runs saw.
+    """
+    cfg64 = dict(res.cfg, dtype="float64")
+    ref = copy.deepcopy(res.ref).double()
+    ref.zero_grad(set_to_none=True)
+    x_np, other, dout = res.inputs
+    x = {k: torch.from_numpy(v.astype(np.float64)).requires_grad_(True) for k, v in x_np.items()}
+    other = {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
+             for k, v in other.items()}
+    out, extra = _call(ref, cfg64, x, other, res.oracle)
+    out.backward(torch.from_numpy(dout.astype(np.float64)))
+    exact = OrderedDict(out=out)
+    exact.update(extra)
+    exact.update((f"d{k}", v.grad) for k, v in x.items())
+    exact.update((f"grad.{k}", p.grad) for k, p in ref.named_parameters())
+    return exact
+
+
+def float32_verdicts(pairs, exact, tol=1e-4, slack=10.0):
+    """Judge float32 results: ``{name: (ok, rel vs torch float32, ours' rel error, torch's rel error)}``.
+
+    A tensor passes when it agrees with torch's float32 result to ``tol`` (normwise relative), or,
+    failing that, when it is within ``tol`` of the exact answer ``exact[name]`` or no more than
+    ``slack`` times further from it than torch's own float32 result is. The fallback only matters
+    for ill-conditioned entries (a gradient that is a near-total cancellation), where two correct
+    float32 computations can differ by more than ``tol``; a bug is off by far more than 10x torch's
+    rounding error.
+    """
+    direct = _errors(pairs)
+    verdicts = OrderedDict()
+    for name, (ae, re) in direct.items():
+        if re <= tol:
+            verdicts[name] = (True, re, math.nan, math.nan)
+            continue
+        ours, ref32 = pairs[name]
+        e_ours = _errors({name: (ours, exact[name])})[name][1]
+        e_ref = _errors({name: (ref32, exact[name])})[name][1]
+        verdicts[name] = (bool(e_ours <= tol or e_ours <= slack * e_ref), re, e_ours, e_ref)
+    return verdicts
+
+
+def assert_float32_close(pairs, exact, tol=1e-4, slack=10.0, context=""):
+    """Raise ``AssertionError`` (listing every tensor) unless :func:`float32_verdicts` passes them all."""
+    verdicts = float32_verdicts(pairs, exact, tol, slack)
+    if all(v[0] for v in verdicts.values()):
+        return verdicts
+    lines = "\n".join(f"  {name:<40} {'ok  ' if ok else 'FAIL'} vs torch f32 {re:.3e}  ours vs exact {eo:.3e}  "
+                      f"torch f32 vs exact {er:.3e}" for name, (ok, re, eo, er) in verdicts.items())
+    raise AssertionError(f"{context}float32 results off by more than {tol:g} from torch's float32 results and "
+                         f"more than {slack:g}x torch's own float32 error from the exact (float64) answer:\n{lines}")
+
+
+def verify_float32(res, tol=1e-4, slack=10.0):
+    """:func:`assert_float32_close` for a float32 :class:`Result` (the float64 re-run only when needed)."""
+    direct = _errors(res.pairs)
+    if all(re <= tol for _, re in direct.values()):
+        return
+    assert_float32_close(res.pairs, reference_in_float64(res), tol, slack, context=f"{res.cfg}\n")
+
 
 def _errors(pairs):
     """``{name: (max abs, normwise rel)}`` (NaN where one side is missing or NaN positions differ)."""
@@ -465,7 +539,9 @@ def run(trials=5, seed=0, dtype="float64", tol=None, twins=False, kinds=KINDS,
         log: Callable[[str], None] = print):
     """Run the checker; returns ``(table rows, failures)``.
 
-    Rows are ``(module, tensor, max abs, max rel, count)``; failures ``(module, cfg, tensor, rel)``.
+    Rows are ``(module, tensor, max abs, max rel, count, flag)``; failures ``(module, cfg, tensor, rel)``.
+    In float32 a tensor above ``tol`` that :func:`float32_verdicts` excuses (ill-conditioned: ours as
+    close to the exact answer as torch's float32) is noted, not failed.
     """
     tol = TOLERANCE[dtype] if tol is None else tol
     rng = np.random.default_rng(seed)
@@ -477,28 +553,39 @@ def run(trials=5, seed=0, dtype="float64", tol=None, twins=False, kinds=KINDS,
         label = kind if oracle == "torch.nn" else f"{kind} [twin, dropout]"
         for _ in range(trials):
             p = chooser.choice((0.1, 0.5)) if oracle == "twin" else 0.0
-            cfg = draw_config(kind, chooser, dtype=dtype, dropout=p, min_d=4 if dtype == "float32" else 1)
+            sizes = FLOAT32_SIZES if dtype == "float32" else {}
+            cfg = draw_config(kind, chooser, dtype=dtype, dropout=p, **sizes)
             try:
-                errs = _errors(compare(cfg, oracle).pairs)
+                res = compare(cfg, oracle)
+                errs = _errors(res.pairs)
+                excused = {}
+                if dtype == "float32" and any(not re <= tol for _, re in errs.values()):
+                    verdicts = float32_verdicts(res.pairs, reference_in_float64(res), tol)
+                    excused = {name: v for name, v in verdicts.items() if v[0] and not v[1] <= tol}
             except Exception as exc:  # a crash is a failure of the checked code, reported like one
                 failures.append((label, cfg, f"exception: {type(exc).__name__}: {exc}", math.inf))
                 continue
             for tensor, (ae, re) in errs.items():
-                row = agg.setdefault((label, tensor), [0.0, 0.0, 0])
+                row = agg.setdefault((label, tensor), [0.0, 0.0, 0, ""])
                 row[0] = max(row[0], ae) if not math.isnan(ae) else math.nan
                 row[1] = max(row[1], re) if not math.isnan(re) else math.nan
                 row[2] += 1
-                if not re <= tol:
+                if tensor in excused:
+                    _, _, e_ours, e_ref = excused[tensor]
+                    log(f"  note: {label} {tensor}: rel {re:.2e} vs torch float32, but ours is {e_ours:.2e} "
+                        f"from the exact answer and torch float32 {e_ref:.2e} (ill-conditioned; accepted)")
+                    row[3] = row[3] or "  (ill-conditioned, accepted)"
+                elif not re <= tol:
                     failures.append((label, cfg, tensor, re))
-    rows = [(m, t, ae, re, n) for (m, t), (ae, re, n) in agg.items()]
+                    row[3] = "  <-- FAIL"
+    rows = [(m, t, ae, re, n, flag) for (m, t), (ae, re, n, flag) in agg.items()]
     return rows, failures
 
 
-def format_table(rows, tol):
+def format_table(rows):
     head = f"{'module':<38} {'tensor':<42} {'n':>3} {'max abs':>10} {'max rel':>10}"
     lines = [head, "-" * len(head)]
-    for m, t, ae, re, n in rows:
-        flag = "" if re <= tol else "  <-- FAIL"
+    for m, t, ae, re, n, flag in rows:
         lines.append(f"{m:<38} {t:<42} {n:>3} {ae:>10.2e} {re:>10.2e}{flag}")
     return "\n".join(lines)
 
@@ -524,8 +611,8 @@ def main(argv=None):
     rows, failures = run(args.trials, args.seed, args.dtype, tol, args.twins, tuple(args.module or KINDS))
     print(f"numpy_transformer vs torch {torch.__version__}: {args.trials} trial(s) per module, seed {args.seed}, "
           f"{args.dtype}, tolerance {tol:g} (normwise relative)")
-    print(format_table(rows, tol))
-    worst = max((r[3] for r in rows), default=0.0)
+    print(format_table(rows))
+    worst = max((r[3] for r in rows if not r[5]), default=0.0)
     if failures:
         print(f"\nFAILED: {len(failures)} tensor comparison(s) above {tol:g}:")
         for label, cfg, tensor, re in failures[:20]:

@@ -48,7 +48,12 @@ def verify(res, dtype):
         assert ours is not None, f"{name}: numpy_transformer produced no value/gradient ({res.cfg})"
         assert ref is not None, f"{name}: the reference produced no value/gradient ({res.cfg})"
         assert np.asarray(ours).dtype == np.dtype(dtype), f"{name}: dtype {np.asarray(ours).dtype}, expected {dtype}"
-    assert_close(res.pairs, dtype=dtype, context=f"{res.cfg}\n")
+    if np.dtype(dtype) == np.float64:
+        assert_close(res.pairs, dtype=dtype, context=f"{res.cfg}\n")
+    else:
+        # 1e-4 against torch's float32; an ill-conditioned entry may instead be within 10x of torch's
+        # own float32 error from the exact answer (see reference_torch.check.float32_verdicts)
+        check.verify_float32(res)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -65,7 +70,7 @@ def test_vs_torch_nn_float64(kind, data):
 @pytest.mark.parametrize("kind", check.KINDS)
 @given(data=st.data())
 def test_vs_torch_nn_float32(kind, data):
-    cfg = check.draw_config(kind, HypothesisChooser(data), dtype="float32", min_d=4)
+    cfg = check.draw_config(kind, HypothesisChooser(data), dtype="float32", **check.FLOAT32_SIZES)
     verify(check.compare(cfg, "torch.nn"), np.float32)
 
 
@@ -87,7 +92,7 @@ def test_vs_torch_nn_mask_kinds_explicit(kind, mask):
 @given(data=st.data(), p=st.sampled_from([0.1, 0.5, 0.9]))
 def test_vs_twin_with_dropout(kind, dtype, data, p):
     cfg = check.draw_config(kind, HypothesisChooser(data), dtype=dtype, dropout=p,
-                            min_d=4 if dtype == "float32" else 1)
+                            **(check.FLOAT32_SIZES if dtype == "float32" else {}))
     res = check.compare(cfg, "twin")
     expected = {"MultiheadAttention": {""},
                 "TransformerEncoderLayer": {"self_attn", "dropout", "dropout1", "dropout2"}}.get(kind)
