@@ -11,6 +11,11 @@ from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
+from . import data, optim
+from .loss import CrossEntropyLoss
+from .model import TransformerModel
+from .optim import clip_grad_norm_
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -18,4 +23,5 @@ __all__ = [
     "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
 ]
+__all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]

@@ -50,7 +50,8 @@ class DemoModel(nn.Module):
             dtype=dtype, seed=rng)
 
     def forward(self, ids):
-        return self.encoder_block(self.pos_encoding(self.embedding(ids)))        # (B, S, D)
+        self.encoder_block_output = self.encoder_block(self.pos_encoding(self.embedding(ids)))  # (B, S, D)
+        return self.encoder_block_output
 
     def backward(self, dout):
         self.embedding.backward(self.pos_encoding.backward(self.encoder_block.backward(dout)))
@@ -139,11 +140,11 @@ def _compare_with_torch(model, ids, dy, dtype):
         return
     print("\nAGAINST THE PYTORCH ORACLE (same weights, same dropout masks; autograd gradients)")
     rows = oracle.compare_demo(model, ids, dy)
-    header = f"{'tensor':<44} {'max abs err':>12} {'max rel err':>12}"
+    header = f"{'tensor':<50} {'max abs err':>12} {'max rel err':>12}"
     print(header)
     print("-" * len(header))
     for name, abs_err, rel_err in rows:
-        print(f"{name:<44} {abs_err:>12.3e} {rel_err:>12.3e}")
+        print(f"{name:<50} {abs_err:>12.3e} {rel_err:>12.3e}")
     worst = max(r[2] for r in rows)
     tol = 1e-10 if dtype == np.float64 else 1e-4
     print(f"largest relative error {worst:.3e} ({'within' if worst <= tol else 'ABOVE'} {tol:g})")

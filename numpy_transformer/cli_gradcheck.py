@@ -104,6 +104,11 @@ def _sdpa_bwd(dout, cache):
     return {"q": dq, "k": dk, "v": dv}
 
 
+def _flash_bwd(dout, cache):
+    dq, dk, dv = F.flash_attention_backward(dout, cache)
+    return {"q": dq, "k": dk, "v": dv}
+
+
 def _mha_fwd(query, key, value, out_proj_weight, num_heads, in_proj_weight=None, in_proj_bias=None,
              out_proj_bias=None, q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, **static):
     return F.multi_head_attention_forward(
@@ -168,6 +173,11 @@ def op_cases(seed=0):
         OpCase("sdpa (causal + bool mask)", "scaled_dot_product_attention", qkv(4, 4),
                {"is_causal": True, "attn_mask": _mask_rows_open(rng.random((4, 4)) < 0.3)},
                F.scaled_dot_product_attention_forward, _sdpa_bwd),
+        OpCase("flash_attention (tiles 2x3, causal + bool mask)", "scaled_dot_product_attention", qkv(5, 5),
+               {"is_causal": True, "attn_mask": _mask_rows_open(rng.random((5, 5)) < 0.3), "block_q": 2,
+                "block_k": 3}, F.flash_attention_forward, _flash_bwd),
+        OpCase("flash_attention (tiles 2x2, float mask)", "scaled_dot_product_attention", qkv(3, 5),
+               {"attn_mask": n((3, 5)), "block_q": 2, "block_k": 2}, F.flash_attention_forward, _flash_bwd),
     ]
     d, h = 8, 2
     packed = lambda bias=True: {"in_proj_weight": n((3 * d, d)) / math.sqrt(d),  # noqa: E731
@@ -238,6 +248,11 @@ def module_cases(seed=0):
         ModuleCase("MultiheadAttention (batch_first=False, causal)",
                    lambda dt: randomise(nn.MultiheadAttention(8, 2, batch_first=False, dtype=dt, seed=seed)),
                    [n((4, 2, 8)), n((4, 2, 8)), n((4, 2, 8))], {"is_causal": True}),
+        ModuleCase("MultiheadAttention (attention='tiled', block_size=2)",
+                   lambda dt: randomise(nn.MultiheadAttention(8, 2, attention="tiled", block_size=2, dtype=dt,
+                                                              seed=seed)),
+                   [n((2, 5, 8)), n((2, 5, 8)), n((2, 5, 8))],
+                   {"attn_mask": _mask_rows_open(rng.random((5, 5)) < 0.3), "need_weights": False}),
         ModuleCase("TransformerEncoderLayer (relu, post-LN)",
                    lambda dt: randomise(_encoder_layer(dt, "relu", False, seed)), [n((2, 5, 8))],
                    {"src_key_padding_mask": src_kpm}),
@@ -249,6 +264,11 @@ def module_cases(seed=0):
         ModuleCase("TransformerEncoderLayer (gelu, pre-LN)",
                    lambda dt: randomise(_encoder_layer(dt, "gelu", True, seed)), [n((2, 5, 8))],
                    {"src_key_padding_mask": src_kpm}),
+        ModuleCase("TransformerEncoderLayer (gelu, pre-LN, tiled attention)",
+                   lambda dt: randomise(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, activation="gelu",
+                                                                   norm_first=True, dtype=dt, seed=seed,
+                                                                   attention="tiled", block_size=2)),
+                   [n((2, 5, 8))], {"is_causal": True}),
         ModuleCase("TransformerEncoder (2 layers, final norm, causal)", lambda dt: randomise(encoder(dt)),
                    [n((2, 5, 8))], {"mask": F.causal_mask(5)}),
         ModuleCase("TokenEmbedding", lambda dt: nn.TokenEmbedding(7, 4, dtype=dt, seed=seed), [ids]),
@@ -427,7 +447,8 @@ def run(args):
     print(f"  (a) FD: central finite differences in float64, eps {args.eps:g}; pass: max|ours - fd| <= "
           f"{DEFAULT_ATOL:g} + {DEFAULT_RTOL:g} * max|fd|  (shown as a relative tolerance)")
     print(f"  (b) torch: {torch_desc}")
-    head = (f"{'case':<50} {'tensor':<34} {'shape':<13} | {'FD abs':>8} {'FD rel':>8} {'FD tol':>8} {'FD':>4} | "
+    cw = max(len(c.name) for c in cases)
+    head = (f"{'case':<{cw}} {'tensor':<34} {'shape':<13} | {'FD abs':>8} {'FD rel':>8} {'FD tol':>8} {'FD':>4} | "
             f"{'torch abs':>9} {'torch rel':>9} {'tol':>7} {'torch':>5} | result")
     print(head)
     print("-" * len(head))
@@ -443,7 +464,7 @@ def run(args):
                 torch_cols = f"{short:>38}"
             else:
                 torch_cols = f"{_e(r.t_abs):>9} {_e(r.t_rel):>9} {tol:>7.0e} {_status(r.t_pass):>5}"
-            print(f"{r.case:<50} {r.tensor:<34} {str(tuple(r.shape)):<13} | {_e(r.fd_abs):>8} {_e(r.fd_rel):>8} "
+            print(f"{r.case:<{cw}} {r.tensor:<34} {str(tuple(r.shape)):<13} | {_e(r.fd_abs):>8} {_e(r.fd_rel):>8} "
                   f"{_e(r.fd_tol):>8} {_status(r.fd_pass):>4} | {torch_cols} | {'PASS' if r.passed else 'FAIL'}")
             notes += [n for n in (r.fd_note if r.fd_pass is False else "",
                                   r.t_note if r.t_pass is False else "") if n]

@@ -273,14 +273,17 @@ def numerical_gradient(evaluate: Callable[[], np.ndarray], array: np.ndarray, do
         xp, xm = orig + h, orig - h
         try:
             array[idx] = xp
-            fp = np.array(evaluate(), dtype=np.float64, copy=True)   # copy: an output may alias the input
+            # copies: an output may alias the input (an identity dropout returns its input), and the
+            # input is changed again right after each evaluation
+            fp = np.array(evaluate(), dtype=np.float64, copy=True)
             array[idx] = xm
-            fm = np.asarray(evaluate(), dtype=np.float64)
+            fm = np.array(evaluate(), dtype=np.float64, copy=True)
         finally:
             array[idx] = orig
         if fp.shape != dout.shape:
             raise ValueError(f"the output's shape changed under a perturbation: {fp.shape} vs {dout.shape}")
-        diff = np.where(fp == fm, 0.0, fp - fm)                         # equal infinities cancel too
+        with np.errstate(invalid="ignore"):
+            diff = np.where(fp == fm, 0.0, fp - fm)                     # equal infinities cancel too
         numeric[idx] = np.sum(dout * diff) / (float(xp) - float(xm))
     return numeric
 
@@ -384,8 +387,13 @@ def _is_float_array(v):
     return isinstance(v, np.ndarray) and v.dtype.kind == "f"
 
 
-def _match_grads(grads, names, differentiable):
-    """The backward's return value as ``{name: grad}``."""
+def _match_grads(grads, names, differentiable, wrt):
+    """The backward's return value as ``{name: grad}``.
+
+    A dict is taken by name. A tuple/list (or a single array) is matched, in this order of preference, to
+    all the inputs, to ``wrt``, to the floating-point inputs, or (when shorter) to the leading inputs;
+    surplus trailing ``None`` entries (``(dx, dw, None)`` for a forward called without bias) are ignored.
+    """
     if isinstance(grads, Mapping):
         unknown = [k for k in grads if k not in names]
         if unknown:
@@ -394,10 +402,13 @@ def _match_grads(grads, names, differentiable):
     if not isinstance(grads, (tuple, list)):
         grads = (grads,)
     grads = list(grads)
-    if len(grads) == len(names):
+    while len(grads) > len(names) and grads[-1] is None:
+        grads.pop()
+    for targets in (names, wrt, differentiable):
+        if targets is not None and len(grads) == len(targets):
+            return dict(zip(targets, grads))
+    if len(grads) < len(names):
         return dict(zip(names, grads))
-    if len(grads) == len(differentiable):
-        return dict(zip(differentiable, grads))
     raise ValueError(f"backward_fn returned {len(grads)} gradients, but there are {len(names)} inputs {names} "
                      f"({len(differentiable)} floating-point: {differentiable}); return one per input (None "
                      "for a constant), one per floating-point input, or a dict name -> gradient")
@@ -415,8 +426,9 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
         to ``backward_fn`` (``(out, cache)`` as every op in :mod:`numpy_transformer.functional`).
     backward_fn : callable
         ``backward_fn(dout, cache)`` (``cache`` is None when the forward returned a bare array) returning
-        the gradients: a tuple/list with one entry per input, or one per floating-point input, or a dict
-        ``name -> gradient``, or a single array. ``None`` marks an input with no gradient.
+        the gradients: a tuple/list with one entry per input (or one per ``wrt`` name, or one per
+        floating-point input, or one for each of the leading inputs), or a dict ``name -> gradient``, or a
+        single array. ``None`` marks an input with no gradient.
     inputs : dict or list
         ``name -> value``. Floating-point arrays are copied to float64 and are the candidates for
         differentiation; anything else (integer ids, bool masks, numbers) is passed through unchanged.
@@ -493,7 +505,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     out = _float64_output(_as_output(result), "forward_fn")
     cache = result[-1] if isinstance(result, tuple) and len(result) >= 2 else None
     dout = rng.standard_normal(out.shape)
-    grads = _match_grads(backward_fn(dout.copy(), cache), names, differentiable)
+    grads = _match_grads(backward_fn(dout.copy(), cache), names, differentiable, wrt)
 
     def evaluate():
         return _float64_output(_as_output(call()), "forward_fn")

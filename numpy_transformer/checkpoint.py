@@ -1,0 +1,176 @@
+"""Checkpoints: one ``.npz`` with a model's ``state_dict``, optimizer state, configuration and extras.
+
+Layout (every entry a plain array; nothing pickled, loaded with ``allow_pickle=False``)::
+
+    __format__             "numpy-transformer-checkpoint"
+    __version__            1
+    model_config           JSON of TransformerModel's constructor arguments
+    config                 JSON of the whole run's configuration (task, optimizer, ...), may be "{}"
+    model/<key>            one array per state_dict key
+    optim/param_groups     JSON of the optimizer's param_groups (torch's layout, params as indices)
+    optim/state/<i>/<name> per-parameter optimizer state (arrays; "step" a 0-d float)
+    extra/<name>           anything else the caller saves (arrays); extra_json: JSON of the rest
+
+Saving is atomic: the file is written next to the target under a temporary name, flushed to disk and
+renamed over the target with ``os.replace``, so an interrupted save never leaves a truncated checkpoint.
+Loading validates the format, version, configuration, every key, shape and dtype *before* anything is
+written into a model or optimizer; a mismatch raises ``CheckpointError`` naming what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError", "FORMAT", "VERSION"]
+
+FORMAT = "numpy-transformer-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used here: wrong format or version, or another configuration."""
+
+
+def _json_array(obj):
+    return np.array(json.dumps(obj, sort_keys=True))
+
+
+def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None, extra_json=None):
+    """Write ``model`` (its ``config`` and ``state_dict``), ``optimizer`` and extras to ``path`` atomically.
+
+    Returns the path written (exactly ``path``: no ``.npz`` suffix is appended).
+    """
+    arrays = {"__format__": np.array(FORMAT), "__version__": np.array(VERSION),
+              "model_config": _json_array(model.config), "config": _json_array(config or {}),
+              "extra_json": _json_array(extra_json or {})}
+    for k, v in model.state_dict().items():
+        arrays[f"model/{k}"] = np.asarray(v)
+    if optimizer is not None:
+        sd = optimizer.state_dict()
+        arrays["optim/param_groups"] = _json_array(sd["param_groups"])
+        arrays["optim/type"] = np.array(type(optimizer).__name__)
+        for i, s in sd["state"].items():
+            for name, v in s.items():
+                arrays[f"optim/state/{i}/{name}"] = np.asarray(v)
+    for k, v in (extra_arrays or {}).items():
+        arrays[f"extra/{k}"] = np.asarray(v)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+@dataclass
+class Checkpoint:
+    """What :func:`load_checkpoint` read (nothing applied yet)."""
+
+    path: str
+    model_config: dict
+    config: dict
+    model_state: dict
+    optim_type: str = None
+    optim_state: dict = None
+    extra_arrays: dict = field(default_factory=dict)
+    extra_json: dict = field(default_factory=dict)
+
+    # -- validation and application -------------------------------------------------------------
+    def check_model(self, model):
+        """Raise CheckpointError unless ``model`` has this checkpoint's configuration, keys, shapes, dtypes."""
+        diffs = [f"{k}: checkpoint {self.model_config.get(k)!r}, model {model.config.get(k)!r}"
+                 for k in sorted(set(self.model_config) | set(model.config))
+                 if self.model_config.get(k) != model.config.get(k)]
+        if diffs:
+            raise CheckpointError(f"{self.path} was saved from another model configuration: " + "; ".join(diffs))
+        own = model.state_dict()
+        missing = [k for k in own if k not in self.model_state]
+        unexpected = [k for k in self.model_state if k not in own]
+        if missing or unexpected:
+            raise CheckpointError(f"{self.path}: state_dict keys differ: missing {missing}, unexpected {unexpected}")
+        for k, v in own.items():
+            got = self.model_state[k]
+            if got.shape != v.shape or got.dtype != v.dtype:
+                raise CheckpointError(f"{self.path}: {k} is {got.dtype}{list(got.shape)}, the model has "
+                                      f"{v.dtype}{list(v.shape)}")
+
+    def load_model(self, model):
+        """Validate, then copy the weights into ``model``."""
+        self.check_model(model)
+        model.load_state_dict(self.model_state)
+        return model
+
+    def build_model(self, seed=None):
+        """A fresh ``TransformerModel`` with this checkpoint's configuration and weights."""
+        from .model import TransformerModel
+        cfg = dict(self.model_config)
+        try:
+            model = TransformerModel(**cfg, seed=seed)
+        except TypeError as exc:
+            raise CheckpointError(f"{self.path}: model_config {cfg} does not fit TransformerModel: {exc}") from exc
+        return self.load_model(model)
+
+    def load_optimizer(self, optimizer):
+        """Validate, then restore ``optimizer``'s state (same optimizer class and parameter shapes)."""
+        if self.optim_state is None:
+            raise CheckpointError(f"{self.path} holds no optimizer state")
+        if self.optim_type != type(optimizer).__name__:
+            raise CheckpointError(f"{self.path} holds {self.optim_type} state, not {type(optimizer).__name__}")
+        try:
+            optimizer.load_state_dict(self.optim_state)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{self.path}: optimizer state does not fit: {exc}") from exc
+        return optimizer
+
+
+def load_checkpoint(path):
+    """Read and validate a checkpoint's structure; returns a :class:`Checkpoint` (nothing applied)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it cannot be read as an .npz "
+                              f"archive ({type(exc).__name__})") from exc
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it holds a single array, not an .npz archive")
+    with npz:
+        files = set(npz.files)
+        if "__format__" not in files or str(npz["__format__"]) != FORMAT:
+            raise CheckpointError(f"{path} is not a numpy-transformer checkpoint (no {FORMAT!r} marker)")
+        version = int(npz["__version__"])
+        if version != VERSION:
+            raise CheckpointError(f"{path} has checkpoint format version {version}; this code reads version {VERSION}")
+        try:
+            model_config = json.loads(str(npz["model_config"]))
+            config = json.loads(str(npz["config"]))
+            extra_json = json.loads(str(npz["extra_json"]))
+        except (KeyError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"{path}: damaged configuration entries: {exc}") from exc
+        model_state = {k[len("model/"):]: npz[k] for k in npz.files if k.startswith("model/")}
+        optim_state, optim_type = None, None
+        if "optim/param_groups" in files:
+            optim_type = str(npz["optim/type"])
+            state = {}
+            for k in npz.files:
+                if k.startswith("optim/state/"):
+                    i, name = k[len("optim/state/"):].split("/", 1)
+                    state.setdefault(int(i), {})[name] = npz[k]
+            optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
+        extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
+    return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json)

@@ -1,0 +1,274 @@
+"""``train``, ``predict`` and ``evaluate``: train the NumPy Transformer on a synthetic task, and use it.
+
+``python -m numpy_transformer train --task reverse --steps 1000 --save reverse.npz`` trains with a
+progress bar (loss, token accuracy, tokens/s), validates on held-out sequences every ``--eval-every``
+steps, prints a final report and writes a checkpoint (state_dict, optimizer state, configuration)
+that ``train --resume`` continues exactly and ``predict``/``evaluate`` load. ``--check-torch`` trains
+a PyTorch twin in lockstep (same weights, batches and dropout masks) and reports the largest
+difference seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+import numpy as np
+
+from .checkpoint import CheckpointError, load_checkpoint
+from .data import TASKS
+from .optim import OPTIMIZERS
+from .training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
+
+_D = TrainConfig()      # the defaults, for the help texts
+
+
+def _add_config_options(p):
+    """Every TrainConfig field as an option defaulting to None (= the config default, or the checkpoint's)."""
+    g = p.add_argument_group("task")
+    g.add_argument("--task", choices=sorted(TASKS), help=f"synthetic task (default {_D.task})")
+    g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size})")
+    g.add_argument("--seq-len", type=int, help=f"sequence length (default {_D.seq_len})")
+    g.add_argument("--num-train", type=int, help=f"training sequences (default {_D.num_train})")
+    g.add_argument("--num-val", type=int, help=f"held-out validation sequences (default {_D.num_val})")
+    g = p.add_argument_group("model")
+    g.add_argument("--d-model", type=int, help=f"model width D (default {_D.d_model})")
+    g.add_argument("--nhead", type=int, help=f"attention heads (default {_D.nhead})")
+    g.add_argument("--layers", dest="num_layers", type=int, help=f"encoder layers (default {_D.num_layers})")
+    g.add_argument("--dim-feedforward", type=int, help=f"feed-forward width (default {_D.dim_feedforward})")
+    g.add_argument("--dropout", type=float, help=f"dropout probability (default {_D.dropout})")
+    g.add_argument("--activation", help=f"relu or gelu (default {_D.activation})")
+    g.add_argument("--norm-first", action="store_const", const=True, help="pre-LN blocks (+ final LayerNorm)")
+    g.add_argument("--pos-encoding", help=f"sinusoidal or learned (default {_D.pos_encoding})")
+    g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--optimizer", help=f"one of {', '.join(sorted(OPTIMIZERS))} (default {_D.optimizer})")
+    g.add_argument("--lr", type=float, help=f"peak learning rate (default {_D.lr}); with --schedule warmup the "
+                   "paper's formula is scaled so that its peak, at step --warmup, equals this")
+    g.add_argument("--schedule", help=f"one of {', '.join(SCHEDULES)} (default {_D.schedule})")
+    g.add_argument("--warmup", type=int, help=f"warm-up steps (default {_D.warmup})")
+    g.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"), help=f"Adam betas (default {_D.betas})")
+    g.add_argument("--eps", type=float, help=f"Adam eps (default {_D.eps})")
+    g.add_argument("--weight-decay", type=float, help=f"weight decay (default {_D.weight_decay})")
+    g.add_argument("--momentum", type=float, help=f"SGD momentum (default {_D.momentum})")
+    g.add_argument("--clip", type=float, help=f"gradient-norm clipping, 0 = off (default {_D.clip})")
+    g.add_argument("--label-smoothing", type=float, help=f"(default {_D.label_smoothing})")
+    g.add_argument("--batch-size", type=int, help=f"sequences per step (default {_D.batch_size})")
+    g.add_argument("--steps", type=int, help=f"total optimisation steps (default {_D.steps}); "
+                   "a resumed run continues up to this total")
+    g.add_argument("--seed", type=int, help=f"seeds data, initialisation, dropout and batch order (default {_D.seed})")
+
+
+def register(subparsers):
+    p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_config_options(p)
+    g = p.add_argument_group("run")
+    g.add_argument("--eval-every", type=int, default=200, help="validate every N steps (default 200; 0 = only at the end)")
+    g.add_argument("--save", metavar="PATH", help="checkpoint path (.npz), written at every validation and at the end")
+    g.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH exactly (saves back to "
+                   "PATH unless --save is given); options that would change the run are refused")
+    g.add_argument("--check-torch", action="store_true",
+                   help="train a PyTorch twin in lockstep (same weights, batches, dropout masks) and print the "
+                        "largest difference seen; use --dtype float64 to watch agreement to rounding")
+    g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
+    p.set_defaults(func=run_train)
+
+    p = subparsers.add_parser("predict", help="run a trained checkpoint on token sequences")
+    p.add_argument("checkpoint", help="a .npz written by train --save")
+    p.add_argument("--tokens", action="append", metavar="IDS",
+                   help='a source sequence, e.g. --tokens "5 9 3 7" (repeatable); default: --random 5')
+    p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
+    p.set_defaults(func=run_predict)
+
+    p = subparsers.add_parser("evaluate", help="loss and accuracy of a checkpoint on its task")
+    p.add_argument("checkpoint", help="a .npz written by train --save")
+    p.add_argument("--split", choices=["val", "train"], default="val", help="held-out (default) or training set")
+    p.add_argument("--num", type=int, help="evaluate only the first N examples")
+    p.set_defaults(func=run_evaluate)
+
+
+def _error(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _given(args):
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    out = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if "betas" in out:
+        out["betas"] = tuple(out["betas"])
+    return out
+
+
+def _fmt_tokens(ids):
+    return " ".join(str(int(i)) for i in ids)
+
+
+def _progress(total, initial, quiet):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    disable = quiet or not sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, file=sys.stderr, disable=disable, unit="step", dynamic_ncols=True,
+                leave=False)
+
+
+def run_train(args):
+    try:
+        given = _given(args)
+        if args.eval_every < 0:
+            raise ValueError(f"--eval-every must be >= 0, got {args.eval_every}")
+        if args.resume:
+            trainer = Trainer.resume(args.resume, given, check_torch=args.check_torch)
+        else:
+            trainer = Trainer(TrainConfig(**given), check_torch=args.check_torch)
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+        return _error(str(exc))
+    c = trainer.config
+    save = args.save or args.resume
+    out = (lambda *a, **k: None) if args.quiet else print
+    n_par = trainer.model.num_parameters()
+    out(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} held-out "
+        f"sequences")
+    out(f"model: d_model {c.d_model}, {c.nhead} heads, {c.num_layers} layers, ff {c.dim_feedforward}, dropout "
+        f"{c.dropout}, {c.activation}, {'pre' if c.norm_first else 'post'}-LN, {c.pos_encoding} positions, "
+        f"{c.dtype}; {n_par:,} parameters")
+    out(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
+        + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch {c.batch_size}, "
+        f"{c.steps} steps" + (f" (resuming at step {trainer.step})" if args.resume else ""))
+    if args.check_torch:
+        out("check-torch: a PyTorch twin trains in lockstep (same weights, batches and dropout masks)"
+            + ("" if c.dtype == "float64" else "; float32 rounding makes the runs drift apart: use --dtype float64"))
+
+    bar = _progress(c.steps, trainer.step, args.quiet)
+    write = (bar.write if bar is not None and not bar.disable else print)
+    t_start = time.perf_counter()
+    tokens_seen, train_seconds = 0, 0.0
+    recent = []                                  # (tokens, seconds) of the last steps, for tokens/s
+    smooth_loss = smooth_acc = None
+    last_eval = None
+
+    def report_eval(step):
+        nonlocal last_eval
+        ev = trainer.evaluate()
+        last_eval = ev
+        line = f"step {step:>6}/{c.steps}  train loss {smooth_loss:.4f} acc {100 * smooth_acc:.2f}%  | held-out {ev}"
+        if trainer.twin is not None:
+            _, rel = trainer.check_twin_weights()
+            s = trainer.twin_stats
+            line += f"  | torch: max loss diff {s.max_loss_rel:.1e} rel, weights {rel:.1e} rel"
+        if not args.quiet:
+            write(line)
+        if save:
+            trainer.save(save)
+
+    def on_step(r):
+        nonlocal tokens_seen, train_seconds, smooth_loss, smooth_acc
+        tokens_seen += r.tokens
+        train_seconds += r.seconds
+        recent.append((r.tokens, r.seconds))
+        del recent[:-50]
+        smooth_loss = r.loss if smooth_loss is None else 0.95 * smooth_loss + 0.05 * r.loss
+        smooth_acc = r.accuracy if smooth_acc is None else 0.95 * smooth_acc + 0.05 * r.accuracy
+        if bar is not None:
+            tps = sum(t for t, _ in recent) / max(sum(s for _, s in recent), 1e-9)
+            post = dict(loss=f"{smooth_loss:.4f}", acc=f"{100 * smooth_acc:.1f}%", tok_s=f"{tps:,.0f}", lr=f"{r.lr:.2e}")
+            if trainer.twin_stats is not None:
+                post["torch_diff"] = f"{trainer.twin_stats.max_loss_rel:.1e}"
+            bar.set_postfix(post, refresh=False)
+            bar.update(1)
+        if args.eval_every and r.step % args.eval_every == 0 and r.step < c.steps:
+            report_eval(r.step)
+
+    try:
+        trainer.train(callback=on_step)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.close()
+        msg = f"interrupted at step {trainer.step}"
+        if save:
+            trainer.save(save)
+            msg += f"; checkpoint saved to {save} (continue with --resume {save})"
+        print(msg, file=sys.stderr)
+        return 130
+    if bar is not None:
+        bar.close()
+    wall = time.perf_counter() - t_start
+    ev = trainer.evaluate()
+    train_ev = trainer.evaluate("train", max_examples=c.num_val)
+    print(f"finished {c.task} at step {trainer.step} in {wall:.1f}s"
+          + (f" ({tokens_seen / train_seconds:,.0f} training tokens/s)" if train_seconds else ""))
+    print(f"  held-out  {ev}")
+    print(f"  training  {train_ev}")
+    if trainer.twin is not None:
+        abs_err, rel = trainer.check_twin_weights()
+        s = trainer.twin_stats
+        print(f"  torch twin: {s.steps} lockstep steps; largest loss difference {s.max_loss_rel:.2e} (relative); "
+              f"final weights max abs diff {abs_err:.2e}, max relative {rel:.2e}")
+    if save:
+        trainer.save(save)
+        print(f"  checkpoint: {save}")
+    return 0
+
+
+def _load(path):
+    ckpt = load_checkpoint(path)
+    config = checkpoint_config(ckpt)
+    return ckpt, config, ckpt.build_model()
+
+
+def run_predict(args):
+    try:
+        ckpt, c, model = _load(args.checkpoint)
+        from .data import make_targets, make_task
+        if args.tokens:
+            rows = []
+            for text in args.tokens:
+                try:
+                    ids = [int(t) for t in text.replace(",", " ").split()]
+                except ValueError as exc:
+                    raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from exc
+                if len(ids) != c.seq_len:
+                    raise ValueError(f"the model was trained on length {c.seq_len}; got {len(ids)} tokens in {text!r}")
+                bad = [i for i in ids if not 0 <= i < c.vocab_size]
+                if bad:
+                    raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got {bad[0]}")
+                rows.append(ids)
+            src = np.array(rows, dtype=np.int64)
+        else:
+            n = args.random or 5
+            src = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src[:n]
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _error(str(exc))
+    model.eval()
+    pred = model(src).argmax(-1)
+    tgt = make_targets(c.task, src)
+    width = 2 + max(len(str(c.vocab_size)), 1)
+    fmt = lambda ids: "".join(f"{int(i):>{width}}" for i in ids)          # noqa: E731
+    for s, p, t in zip(src, pred, tgt):
+        ok = np.array_equal(p, t)
+        print(f"source     {fmt(s)}")
+        print(f"predicted  {fmt(p)}   {'correct' if ok else f'{int((p != t).sum())} wrong'}")
+        if not ok:
+            print(f"expected   {fmt(t)}")
+        print()
+    return 0
+
+
+def run_evaluate(args):
+    try:
+        ckpt, c, model = _load(args.checkpoint)
+        from .data import make_task
+        data = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
+        if args.num is not None and args.num <= 0:
+            raise ValueError(f"--num must be positive, got {args.num}")
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _error(str(exc))
+    step = ckpt.extra_json.get("step", "?")
+    ev = evaluate(model, *data.split(args.split), max_examples=args.num)
+    print(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}")
+    return 0

@@ -1,0 +1,112 @@
+"""Interview drills: write attention, LayerNorm, softmax ... forward and backward by hand, then grade them.
+
+``python -m numpy_transformer drill list | start NAME | check FILE | solution NAME`` (see docs/drills.md).
+
+* :func:`start` writes a skeleton (exact signatures, shapes in the docstrings, no solution) with the
+  start time in its header (the interview clock);
+* :func:`check_file` grades it in a subprocess against :mod:`numpy_transformer.functional` (the verified
+  implementation; PyTorch re-checks our reference when installed) on seeded random cases and edge shapes,
+  and names the classic mistake a wrong output matches;
+* :func:`solution_text` is the reference solution with its derivation.
+
+Nothing here imports torch; the optional oracle is ``reference_torch.drill_oracle``, imported lazily in
+the grading subprocess.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from datetime import datetime, timezone
+
+from .exercises import EXERCISES, Exercise, Mistake, get
+from .grader import check_file, format_duration
+
+__all__ = ["EXERCISES", "Exercise", "Mistake", "get", "check_file", "start", "skeleton_text", "solution_text",
+           "solution_path", "list_text", "format_duration"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def skeleton_path(name):
+    return os.path.join(_HERE, "skeletons", f"{get(name).name}.py")
+
+
+def solution_path(name):
+    return os.path.join(_HERE, "solutions", f"{get(name).name}.py")
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def header(ex, filename, now):
+    stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return (f"# drill: {ex.name}   ({ex.difficulty}, target {ex.minutes} min)\n"
+            f"# started: {stamp} (unix {now:.0f})\n"
+            f"# check:   python -m numpy_transformer drill check {filename}\n"
+            f"# Fill in every body below; keep the names and signatures. NumPy only.\n")
+
+
+def skeleton_text(name, filename=None, now=None):
+    """The skeleton file's text for exercise ``name``, with the header (start time ``now``)."""
+    ex = get(name)
+    now = time.time() if now is None else now
+    return header(ex, filename or f"{ex.name}.py", now) + "\n" + _read(skeleton_path(ex.name))
+
+
+def start(name, directory=".", force=False, now=None):
+    """Write the skeleton of ``name`` to ``directory/<name>.py``; return its path.
+
+    Raises FileExistsError when the file exists and ``force`` is False (it would lose the user's work).
+    """
+    ex = get(name)
+    if ex is None:
+        raise KeyError(name)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{ex.name}.py")
+    if os.path.exists(path) and not force:
+        raise FileExistsError(path)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(skeleton_text(ex.name, path, now))
+    return path
+
+
+def _library_doc(qualname):
+    from .. import functional, nn
+    mod, _, attr = qualname.rpartition(".")
+    obj = getattr(nn if mod == "nn" else functional, attr)
+    return f"numpy_transformer.{'nn' if mod == 'nn' else 'functional'}.{attr}", inspect.getdoc(obj) or ""
+
+
+def solution_text(name):
+    """The reference solution of ``name`` followed by the derivations from the verified library code."""
+    ex = get(name)
+    parts = [f"# Reference solution: {ex.name} ({ex.difficulty}, target {ex.minutes} min)",
+             f"# It passes `drill check`, whose reference is {ex.reference_name}.",
+             "", _read(solution_path(ex.name)).rstrip(), ""]
+    docs = [_library_doc(q) for q in (ex.library or ("nn.sinusoidal_table",))]
+    if docs:
+        parts.append("# " + "-" * 98)
+        parts.append("# Derivation, from the verified library code (the grader's reference):")
+        for qual, doc in docs:
+            parts.append("#")
+            parts.append(f"# {qual}:")
+            parts.extend(("#   " + line).rstrip() for line in doc.splitlines())
+    return "\n".join(parts) + "\n"
+
+
+def list_text():
+    lines = ["Interview drills: write it by hand, then `drill check` grades it against the verified implementation.",
+             ""]
+    w = max(len(n) for n in EXERCISES)
+    lines.append(f"  {'NAME':<{w}}  {'LEVEL':<6}  {'TARGET':>6}  COVERS")
+    for ex in EXERCISES.values():
+        lines.append(f"  {ex.name:<{w}}  {ex.difficulty:<6}  {ex.minutes:>3} min  {ex.covers}")
+    lines += ["",
+              "  start:    python -m numpy_transformer drill start NAME [--dir DIR]",
+              "  check:    python -m numpy_transformer drill check FILE",
+              "  solution: python -m numpy_transformer drill solution NAME   (spoiler)"]
+    return "\n".join(lines)

@@ -1,0 +1,318 @@
+"""The grading process: ``python -m numpy_transformer.drills._worker --file F --exercise E --events OUT``.
+
+It runs in a subprocess of ``drill check`` so that nothing in the user's file (an infinite loop,
+``sys.exit``, ``os._exit``, a segfault, a flood of output) can take the grader down: the parent enforces
+a wall-clock limit and reads back the events written here, one JSON object per line:
+
+``{"event": "load", ...}`` once, then per case ``{"event": "start", "index": i}`` and
+``{"event": "case", ...}``, and ``{"event": "done"}``. A case that never finishes leaves its ``start``
+as the last event, which tells the parent where the time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import importlib
+import importlib.util
+import json
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from . import diagnose
+from ._harness import CallTimeout, Recorder, Stop, _on_alarm, user_frame
+from .exercises import EXERCISES, MISSING, draw_case
+
+
+class _Events:
+    def __init__(self, path):
+        self.fh = open(path, "a", encoding="utf-8")
+
+    def emit(self, **event):
+        self.fh.write(json.dumps(_jsonable(event)) + "\n")
+        self.fh.flush()
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return x
+
+
+def _defined_functions(path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except Exception:  # noqa: BLE001
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def load_user_module(path, time_limit):
+    """Import the user's file under a private name. Returns ``(module, None)`` or ``(None, failure)``."""
+    name = "_drill_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)          # the user's own helper modules, after everything else
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            return None, {"kind": "import", "message": f"cannot import {path} as a Python module"}
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+    except Exception as exc:  # noqa: BLE001
+        return None, {"kind": "import", "message": f"cannot import {path}: {type(exc).__name__}: {exc}"}
+    use_timer = bool(time_limit) and hasattr(signal, "setitimer")
+    try:
+        if use_timer:
+            old = signal.signal(signal.SIGALRM, _on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, float(time_limit))
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            if use_timer:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+    except CallTimeout:
+        return None, {"kind": "import", "message": f"importing the file did not finish within {time_limit:g} s "
+                                                   "(module-level code that loops forever?)"}
+    except KeyboardInterrupt:
+        raise
+    except SyntaxError as exc:
+        return None, {"kind": "syntax", "message": f"SyntaxError: {exc.msg}", "line": exc.lineno,
+                      "text": (exc.text or "").rstrip("\n")}
+    except BaseException as exc:  # noqa: BLE001 - SystemExit included
+        where = user_frame(exc.__traceback__, path)
+        return None, {"kind": "import", "message": f"importing the file raised {type(exc).__name__}: {exc}",
+                      "where": where}
+    return module, None
+
+
+def _load_oracle(mode):
+    if mode == "off":
+        return None, "disabled (--no-torch)"
+    try:
+        oracle = importlib.import_module("reference_torch.drill_oracle")
+        version = oracle.torch_version()
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] == "torch":
+            return None, "not used (torch is not installed): graded against the NumPy reference only"
+        return None, f"not used (cannot import the torch oracle: {exc})"
+    except Exception as exc:  # noqa: BLE001
+        return None, f"not used: {type(exc).__name__}: {exc}"
+    return oracle, f"torch {version}"
+
+
+def _run(ex, ns, inputs, time_limit=None, user_path=None, disabled=None):
+    rec = Recorder(ns, time_limit=time_limit, user_path=user_path)
+    if disabled:
+        real_call = rec.call
+
+        def call(fname, *args, **kwargs):
+            if fname in disabled:
+                rec.fail(fname, "skipped", disabled[fname])
+            return real_call(fname, *args, **kwargs)
+        rec.call = call
+    try:
+        ex.run(rec, inputs)
+    except Stop:
+        pass
+    return rec
+
+
+def _reference_outputs(ex, inputs):
+    rec = _run(ex, ex.reference(), inputs)
+    if rec.failure is not None:
+        raise RuntimeError(f"internal error: the reference failed on this case: {rec.failure['message']}")
+    return rec.outputs
+
+
+def _variant_outputs(ex, inputs):
+    """``{mistake id: [outputs of each config]}``; a variant that fails on a case gives no outputs."""
+    out = {}
+    for m in ex.mistakes:
+        results = []
+        for cfg in m.configs:
+            rec = _run(ex, ex.variant(**cfg), inputs)
+            results.append(rec.outputs)
+        out[m.id] = results
+    return out
+
+
+def _exception_hint(ex, message):
+    for pattern, hint in ex.exception_hints:
+        if re.search(pattern, message or ""):
+            return hint
+    if "unexpected keyword argument" in (message or "") or "positional argument" in (message or ""):
+        return "keep the skeleton's exact signature (names and defaults): the grader calls it as documented"
+    return None
+
+
+def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
+    """For wrong outputs no single mistake explains, try two known mistakes at once (knobs that combine).
+
+    Matches are recorded as ``"id1+id2"`` in the output's ``pairs``. ``budget["seconds"]`` bounds the time
+    spent over the whole run (the search costs up to one variant run per pair).
+    """
+    todo = [n for n, r in results.items()
+            if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape") and not r.get("variants")]
+    if not todo:
+        return
+    t0 = time.perf_counter()
+    ms = ex.mistakes
+    for i in range(len(ms)):
+        for j in range(i + 1, len(ms)):
+            for c1 in ms[i].configs:
+                for c2 in ms[j].configs:
+                    if set(c1) & set(c2):
+                        continue
+                    vout = _run(ex, ex.variant(**c1, **c2), inputs).outputs
+                    for n in todo:
+                        if n in vout and diagnose.matches(user_outputs[n], vout[n]):
+                            pair = f"{ms[i].id}+{ms[j].id}"
+                            if pair not in results[n].setdefault("pairs", []):
+                                results[n]["pairs"].append(pair)
+            if time.perf_counter() - t0 > budget["seconds"]:
+                budget["seconds"] = 0
+                return
+    budget["seconds"] -= time.perf_counter() - t0
+
+
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None):
+    inputs = case.inputs
+    ref = _reference_outputs(ex, inputs)
+    t0 = time.perf_counter()
+    rec = _run(ex, module, inputs, time_limit, path, disabled)
+    seconds = time.perf_counter() - t0
+    failure = rec.failure
+    if failure is not None:
+        failure = dict(failure)
+        failure["hint"] = _exception_hint(ex, failure["message"])
+        if failure["kind"] == "timeout":
+            disabled[failure["function"]] = f"skipped: {failure['function']} timed out on an earlier case"
+    results = {}
+    variants = None
+    for name, fname in ex.outputs:
+        if name not in rec.outputs:
+            why = failure["message"] if failure else f"{fname} did not return it"
+            results[name] = {"ok": False, "problem": "not_computed", "message": f"not computed: {why}"}
+            continue
+        got = rec.outputs[name]
+        if got is MISSING:
+            results[name] = {"ok": False, "problem": "type",
+                             "message": f"missing: the grads dict has no key {name[6:-1]!r}"}
+            continue
+        res = diagnose.compare(got, ref[name], tol)
+        if not res["ok"]:
+            if variants is None:
+                variants = _variant_outputs(ex, inputs)
+            matched = []
+            for m in ex.mistakes:
+                for vout in variants[m.id]:
+                    if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
+                            and diagnose.matches(got, vout[name]):
+                        matched.append(m.id)
+                        break
+            res["variants"] = matched
+            res["hints"] = diagnose.hints(got, ref[name], case.factors)
+        results[name] = res
+    if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
+        _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
+    contradicted = []
+    if variants is not None:
+        # a mistake is contradicted on this case when every one of its configurations would make wrong an
+        # output that the user got right (so the user cannot be making exactly that mistake)
+        for m in ex.mistakes:
+            def contradicts(vout):
+                return any(results[n]["ok"] and n in vout and not diagnose.compare(vout[n], ref[n], tol)["ok"]
+                           for n, _ in ex.outputs)
+            if all(contradicts(vout) for vout in variants[m.id]):
+                contradicted.append(m.id)
+    oracle_res = None
+    if oracle is not None:
+        try:
+            tout = oracle.run(ex.name, inputs)
+            worst = 0.0
+            for name, arr in tout.items():
+                worst = max(worst, diagnose.compare(arr, ref[name], np.inf)["rel"] or 0.0)
+            oracle_res = {"rel": worst}
+        except Exception as exc:  # noqa: BLE001
+            oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
+            "oracle": oracle_res, "contradicted": contradicted}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="drill grading worker (internal)")
+    p.add_argument("--file", required=True)
+    p.add_argument("--exercise", required=True)
+    p.add_argument("--events", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cases", type=int, default=40)
+    p.add_argument("--call-timeout", type=float, default=10.0)
+    p.add_argument("--torch", choices=["auto", "off"], default="auto")
+    p.add_argument("--tol", type=float, default=diagnose.TOL)
+    args = p.parse_args(argv)
+    ev = _Events(args.events)
+    try:
+        return _grade_all(args, ev)
+    except Exception as exc:  # noqa: BLE001 - a grader bug: report it as ours, not as the user's crash
+        ev.emit(event="internal_error", index=-1, message=f"{type(exc).__name__}: {exc}")
+        return 3
+
+
+def _grade_all(args, ev):
+    ex = EXERCISES[args.exercise]
+    path = os.path.abspath(args.file)
+    warnings.simplefilter("ignore")
+    with np.errstate(all="ignore"):
+        module, problem = load_user_module(path, args.call_timeout)
+        if module is None:
+            ev.emit(event="load", ok=False, **problem)
+            return 0
+        missing = [f for f in ex.functions if not callable(getattr(module, f, None))]
+        if len(missing) == len(ex.functions):
+            found = [n for n in _defined_functions(path) if not n.startswith("_")]
+            suggest = {f: difflib.get_close_matches(f, found, n=1, cutoff=0.5) for f in missing}
+            ev.emit(event="load", ok=False, kind="missing", missing=missing, found=found,
+                    suggest={k: v[0] for k, v in suggest.items() if v},
+                    message=f"none of the functions of the {ex.name!r} exercise is defined")
+            return 0
+        oracle, oracle_status = _load_oracle(args.torch)
+        ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
+        disabled = {}
+        pair_budget = {"seconds": 8.0}
+        for i in range(args.cases):
+            ev.emit(event="start", index=i)
+            try:
+                case = draw_case(ex, args.seed, i)
+                res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
+                                 pair_budget)
+            except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
+                ev.emit(event="internal_error", index=i, message=f"{type(exc).__name__}: {exc}")
+                return 3
+            ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge, **res)
+        ev.emit(event="done")
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown: user code may have left threads or atexit hooks behind

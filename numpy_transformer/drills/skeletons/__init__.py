@@ -1,0 +1,1 @@
+"""Skeleton files of the drills (written by `drill start NAME`: exact signatures, no solution)."""

@@ -1,0 +1,525 @@
+"""Configurable implementations of every drill, used to recognise the classic mistakes.
+
+Each ``*_impl(**knobs)`` returns a namespace with the exercise's functions (same names and signatures
+as the skeleton). With the default knobs the namespace is *correct* (a test grades it and it must pass);
+each mistake in :mod:`numpy_transformer.drills.exercises` is a set of knob values that reproduces one
+classic error, forward and backward consistently, the way a person making that error would write it.
+
+The grader runs these variants on the cases where a user's array is wrong and reports the variant whose
+output the user's output matches. They are deliberately written independently of
+:mod:`numpy_transformer.functional` (the verified reference the grader compares against).
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..functional import erf
+
+# --------------------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------------------
+
+
+def _softmax(x, axis=-1, stable=True):
+    """Softmax along ``axis``; slices that are entirely -inf give zeros (the project's convention)."""
+    if stable:
+        m = np.max(x, axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(x - m)
+    else:
+        e = np.exp(x)
+    s = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(s == 0, 1.0, s)
+
+
+def _softmax_bwd(dy, y, axis=-1, mode="correct"):
+    if mode == "no_rowsum":
+        return y * dy
+    if mode == "diagonal":
+        return y * (1 - y) * dy
+    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+
+
+# --------------------------------------------------------------------------------------------------
+# softmax
+# --------------------------------------------------------------------------------------------------
+
+
+def softmax_impl(axis=-1, stable=True, backward="correct"):
+    def softmax_forward(x):
+        y = _softmax(x, axis, stable)
+        return y, y
+
+    def softmax_backward(dy, y):
+        return _softmax_bwd(dy, y, axis, backward)
+
+    return SimpleNamespace(softmax_forward=softmax_forward, softmax_backward=softmax_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# layer norm
+# --------------------------------------------------------------------------------------------------
+
+
+def _ln_axes(x, axis):
+    return (x.ndim - 1,) if axis == "last" else tuple(range(x.ndim - 1))
+
+
+def layer_norm_impl(ddof=0, eps_outside=False, axis="last", backward="correct"):
+    """``axis="leading"`` normalises over every leading axis (a BatchNorm) instead of the features."""
+
+    def layer_norm_forward(x, gamma, beta, eps=1e-5):
+        ax = _ln_axes(x, axis)
+        mu = x.mean(axis=ax, keepdims=True)
+        xc = x - mu
+        n = int(np.prod([x.shape[a] for a in ax]))
+        var = np.sum(xc * xc, axis=ax, keepdims=True) / (n - ddof)
+        rstd = 1.0 / (np.sqrt(var) + eps) if eps_outside else 1.0 / np.sqrt(var + eps)
+        xhat = xc * rstd
+        return xhat * gamma + beta, (xhat, rstd, gamma, ax)
+
+    def layer_norm_backward(dy, cache):
+        xhat, rstd, gamma, ax = cache
+        lead = tuple(range(dy.ndim - 1))
+        dgamma = np.sum(dy * xhat, axis=lead)
+        dbeta = np.sum(dy, axis=lead)
+        dxhat = dy if backward == "no_gamma" else dy * gamma
+        m1 = np.mean(dxhat, axis=ax, keepdims=True)
+        m2 = np.mean(dxhat * xhat, axis=ax, keepdims=True)
+        if backward == "no_mean":
+            dx = rstd * (dxhat - xhat * m2)
+        elif backward == "no_xhat":
+            dx = rstd * (dxhat - m1)
+        elif backward == "direct_only":
+            dx = rstd * dxhat
+        else:
+            dx = rstd * (dxhat - m1 - xhat * m2)
+        return dx, dgamma, dbeta
+
+    return SimpleNamespace(layer_norm_forward=layer_norm_forward, layer_norm_backward=layer_norm_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# gelu
+# --------------------------------------------------------------------------------------------------
+
+_C = math.sqrt(2.0 / math.pi)
+_K = 0.044715
+
+
+def _phi(x):
+    return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _cdf(x):
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_impl(exact="erf", backward="correct"):
+    """``exact``: what is computed when ``approximate="none"`` (erf, or the tanh / sigmoid approximation)."""
+
+    def _tanh_fwd(x):
+        return 0.5 * x * (1 + np.tanh(_C * (x + _K * x ** 3)))
+
+    def _tanh_slope(x):
+        t = np.tanh(_C * (x + _K * x ** 3))
+        inner = 1.0 if backward == "no_inner" else (1 + 3 * _K * x * x)
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _C * inner
+
+    def _sigmoid(z):
+        return 1.0 / (1.0 + np.exp(-z))
+
+    def gelu_forward(x, approximate="none"):
+        if approximate == "tanh":
+            return _tanh_fwd(x), (x, approximate)
+        if exact == "tanh":
+            return _tanh_fwd(x), (x, approximate)
+        if exact == "sigmoid":
+            return x * _sigmoid(1.702 * x), (x, approximate)
+        return x * _cdf(x), (x, approximate)
+
+    def gelu_backward(dy, cache):
+        x, approximate = cache
+        if approximate == "tanh" or exact == "tanh":
+            return dy * _tanh_slope(x)
+        if exact == "sigmoid":
+            s = _sigmoid(1.702 * x)
+            return dy * (s + 1.702 * x * s * (1 - s))
+        if backward == "no_x_pdf":
+            return dy * _cdf(x)
+        if backward == "pdf_unnormalised":
+            return dy * (_cdf(x) + x * np.exp(-0.5 * x * x))
+        return dy * (_cdf(x) + x * _phi(x))
+
+    return SimpleNamespace(gelu_forward=gelu_forward, gelu_backward=gelu_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# linear
+# --------------------------------------------------------------------------------------------------
+
+
+def linear_impl(weight_layout="torch", dw="correct", db="sum"):
+    """``weight_layout="untransposed"`` computes ``x @ W`` (only meaningful for a square W)."""
+
+    def linear_forward(x, W, b):
+        Wt = W if weight_layout == "untransposed" else W.T
+        return x @ Wt + b, (x, W)
+
+    def linear_backward(dy, cache):
+        x, W = cache
+        x2 = x.reshape(-1, x.shape[-1])
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        if weight_layout == "untransposed":
+            dx = dy @ W.T
+            dW = x2.T @ dy2
+        else:
+            dx = dy @ W
+            dW = dy2.T @ x2
+        if dw == "transposed":
+            dW = dW.T
+        db_ = dy2.mean(axis=0) if db == "mean" else dy2.sum(axis=0)
+        return dx, dW, db_
+
+    return SimpleNamespace(linear_forward=linear_forward, linear_backward=linear_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# embedding
+# --------------------------------------------------------------------------------------------------
+
+
+def embedding_impl(backward="add_at"):
+    def embedding_forward(ids, W):
+        return W[ids], (ids, W.shape)
+
+    def embedding_backward(dout, cache):
+        ids, shape = cache
+        dW = np.zeros(shape, dtype=dout.dtype)
+        flat_ids = ids.reshape(-1)
+        flat = dout.reshape(-1, shape[1])
+        if backward == "fancy_index":
+            dW[flat_ids] += flat            # buffered: a repeated id keeps only its last row
+        else:
+            np.add.at(dW, flat_ids, flat)
+        return dW
+
+    return SimpleNamespace(embedding_forward=embedding_forward, embedding_backward=embedding_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-entropy (fused with softmax)
+# --------------------------------------------------------------------------------------------------
+
+
+def cross_entropy_impl(logp="logsumexp", reduction="mean", backward="correct"):
+    """``logp``: "logsumexp" (stable), "naive" (exp without the max: overflows), "log_probs"
+    (log of the softmax probabilities: -inf when one underflows)."""
+
+    def cross_entropy_forward(logits, targets):
+        n = logits.shape[0]
+        rows = np.arange(n)
+        if logp == "naive":
+            e = np.exp(logits)
+            lp = logits - np.log(e.sum(axis=-1, keepdims=True))
+            p = e / e.sum(axis=-1, keepdims=True)
+        elif logp == "log_probs":
+            p = _softmax(logits)
+            lp = np.log(p)
+        else:
+            m = logits.max(axis=-1, keepdims=True)
+            z = logits - m
+            lp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+            p = np.exp(lp)
+        loss = -lp[rows, targets].sum()
+        if reduction == "mean":
+            loss = loss / n
+        return loss, (p, targets)
+
+    def cross_entropy_backward(dloss, cache):
+        p, targets = cache
+        n = p.shape[0]
+        d = p.copy()
+        if backward == "column_subtract":
+            d[:, targets] -= 1
+        elif backward != "no_minus_one":
+            d[np.arange(n), targets] -= 1
+        if reduction == "mean" and backward != "no_div_n":
+            d = d / n
+        if backward != "ignore_dloss":
+            d = d * dloss
+        return d
+
+    return SimpleNamespace(cross_entropy_forward=cross_entropy_forward,
+                           cross_entropy_backward=cross_entropy_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# positional encoding
+# --------------------------------------------------------------------------------------------------
+
+
+def positional_encoding_impl(swap=False, layout="interleaved", exponent="pair", first_position=0):
+    """``exponent``: "pair" (10000^(2i/D), correct), "column" (10000^(j/D) with j the column),
+    "no_two" (10000^(i/D)); ``layout="concat"`` puts all sines first, then all cosines."""
+
+    def positional_encoding(S, D):
+        pos = np.arange(first_position, first_position + S, dtype=np.float64)[:, None]   # (S, 1)
+        half = D // 2
+        i = np.arange(half, dtype=np.float64)                                           # pair index
+        if exponent == "no_two":
+            even_freq = odd_freq = 10000.0 ** (-i / D)
+        elif exponent == "column":
+            even_freq = 10000.0 ** (-(2 * i) / D)
+            odd_freq = 10000.0 ** (-(2 * i + 1) / D)
+        else:
+            even_freq = odd_freq = 10000.0 ** (-(2 * i) / D)
+        first, second = (np.cos, np.sin) if swap else (np.sin, np.cos)
+        a = first(pos * even_freq)
+        b = second(pos * odd_freq)
+        pe = np.zeros((S, D))
+        if layout == "concat":
+            pe[:, :half] = a
+            pe[:, half:] = b
+        else:
+            pe[:, 0::2] = a
+            pe[:, 1::2] = b
+        return pe
+
+    return SimpleNamespace(positional_encoding=positional_encoding)
+
+
+# --------------------------------------------------------------------------------------------------
+# scaled dot-product attention
+# --------------------------------------------------------------------------------------------------
+
+
+def _scale_value(mode, dh, d=None):
+    return {"sqrt": 1.0 / math.sqrt(dh), "none": 1.0, "dh": 1.0 / dh,
+            "sqrt_d": 1.0 / math.sqrt(d if d is not None else dh)}[mode]
+
+
+def _causal(s, t, mode):
+    if mode == "tril":
+        return np.tril(np.ones((s, t), dtype=bool), k=-1)
+    if mode == "diag":
+        return np.triu(np.ones((s, t), dtype=bool), k=0)
+    return np.triu(np.ones((s, t), dtype=bool), k=1)
+
+
+def _attend(q, k, v, blocked, scale, axis, mask_mode, softmax_backward="correct"):
+    """Forward of one attention; returns (out, cache) with the pieces its backward needs.
+
+    ``blocked``: bool mask broadcastable to the scores, True = may not attend (or None).
+    """
+    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    keep = None
+    if blocked is not None:
+        blocked = np.broadcast_to(blocked, scores.shape)
+        if mask_mode == "large_negative":
+            scores = np.where(blocked, -1e9, scores)
+        elif mask_mode == "after":
+            keep = ~blocked
+        else:
+            scores = np.where(blocked, -np.inf, scores)
+    if mask_mode == "unguarded":
+        e = np.exp(scores - np.max(scores, axis=axis, keepdims=True))
+        p = e / e.sum(axis=axis, keepdims=True)
+    else:
+        p = _softmax(scores, axis=axis)
+    if keep is not None:
+        # masked after the softmax; the backward is then the usual one on these (masked) probabilities
+        p = p * keep
+    return p @ v, (q, k, v, p, scale, axis, softmax_backward)
+
+
+def _attend_backward(dout, cache, dk_mode="correct", dv_mode="correct", scale_in_backward=True):
+    q, k, v, p, scale, axis, sm = cache
+    dv = p @ dout if dv_mode == "no_transpose" else np.swapaxes(p, -1, -2) @ dout
+    dp = dout @ np.swapaxes(v, -1, -2)
+    ds = _softmax_bwd(dp, p, axis, sm)
+    if scale_in_backward:
+        ds = ds * scale
+    dq = ds @ k
+    dk = ds @ q if dk_mode == "no_transpose" else np.swapaxes(ds, -1, -2) @ q
+    return dq, dk, dv
+
+
+def attention_impl(scale="sqrt", axis=-1, mask_mode="before", causal_mode="triu", backward="correct"):
+    """``mask_mode``: "before" (correct), "after" (probabilities zeroed after the softmax),
+    "inverted" (True read as *may* attend), "large_negative" (-1e9 instead of -inf: fully-masked rows
+    average every value), "unguarded" (-inf with no guard: fully-masked rows give NaN)."""
+
+    def attention_forward(q, k, v, mask=None, causal=False):
+        s, t = q.shape[-2], k.shape[-2]
+        blocked = None if mask is None else np.asarray(mask, dtype=bool)
+        if blocked is not None and mask_mode == "inverted":
+            blocked = ~blocked
+        if causal:
+            c = _causal(s, t, causal_mode)
+            blocked = c if blocked is None else (blocked | c)
+        return _attend(q, k, v, blocked, _scale_value(scale, q.shape[-1]), axis, mask_mode,
+                       "no_rowsum" if backward == "no_rowsum" else "correct")
+
+    def attention_backward(dout, cache):
+        return _attend_backward(dout, cache,
+                                dk_mode="no_transpose" if backward == "dk_no_transpose" else "correct",
+                                dv_mode="no_transpose" if backward == "dv_no_transpose" else "correct",
+                                scale_in_backward=backward != "no_scale")
+
+    return SimpleNamespace(attention_forward=attention_forward, attention_backward=attention_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# multi-head attention
+# --------------------------------------------------------------------------------------------------
+
+
+def _split(x, h, mode):
+    b, s, d = x.shape
+    if mode == "reshape":
+        return x.reshape(b, h, s, d // h)
+    return x.reshape(b, s, h, d // h).transpose(0, 2, 1, 3)
+
+
+def _merge(x, mode):
+    b, h, s, dh = x.shape
+    if mode == "reshape":
+        return x.reshape(b, s, h * dh)
+    return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)
+
+
+def _mha_parts(split="transpose", merge="transpose", scale="sqrt", weights="torch",
+               softmax_backward="correct", sum_qkv=True):
+    """MHA forward/backward closures (shared by the MHA and encoder-layer variants)."""
+
+    def proj(x, W):
+        return x @ W if weights == "untransposed" else x @ W.T
+
+    def proj_grads(dy, x, W):
+        x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+        if weights == "untransposed":
+            return dy @ W.T, x2.T @ dy2
+        return dy @ W, dy2.T @ x2
+
+    def forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
+        b, s, d = x.shape
+        q, k, v = proj(x, Wq), proj(x, Wk), proj(x, Wv)
+        blocked = None if mask is None else np.asarray(mask, dtype=bool)
+        if causal:
+            c = _causal(s, s, "triu")
+            blocked = c if blocked is None else (blocked | c)
+        qh, kh, vh = (_split(a, num_heads, split) for a in (q, k, v))
+        ctx, acache = _attend(qh, kh, vh, blocked, _scale_value(scale, d // num_heads, d), -1, "before",
+                              softmax_backward)
+        merged = _merge(ctx, merge)
+        return proj(merged, Wo), (x, Wq, Wk, Wv, Wo, merged, acache, num_heads)
+
+    def backward(dout, cache):
+        x, Wq, Wk, Wv, Wo, merged, acache, h = cache
+        dmerged, dWo = proj_grads(dout, merged, Wo)
+        b, s, d = dmerged.shape
+        # inverse of the merge: the split that undoes it
+        if merge == "reshape":
+            dctx = dmerged.reshape(b, h, s, d // h)
+        else:
+            dctx = dmerged.reshape(b, s, h, d // h).transpose(0, 2, 1, 3)
+        dqh, dkh, dvh = _attend_backward(dctx, acache)
+        dq, dk, dv = (_merge(a, split) for a in (dqh, dkh, dvh))   # inverse of the split
+        dx_q, dWq = proj_grads(dq, x, Wq)
+        dx_k, dWk = proj_grads(dk, x, Wk)
+        dx_v, dWv = proj_grads(dv, x, Wv)
+        dx = dx_q + dx_k + dx_v if sum_qkv else dx_q
+        return dx, dWq, dWk, dWv, dWo
+
+    return forward, backward
+
+
+def mha_impl(split="transpose", merge="transpose", scale="sqrt", weights="torch", backward="correct"):
+    """``split``/``merge``: "transpose" (correct) or "reshape" (a reshape with no transpose);
+    ``scale``: "sqrt" (1/sqrt(Dh)), "none", "dh" (1/Dh), "sqrt_d" (1/sqrt(D));
+    ``backward``: "correct", "no_rowsum", "no_sum_qkv" (dx from the query path only)."""
+    fwd, bwd = _mha_parts(split, merge, scale, weights,
+                          "no_rowsum" if backward == "no_rowsum" else "correct",
+                          backward != "no_sum_qkv")
+    return SimpleNamespace(mha_forward=fwd, mha_backward=bwd)
+
+
+# --------------------------------------------------------------------------------------------------
+# encoder layer: self-attention (no biases) + ReLU feed-forward, residuals, LayerNorm (post or pre)
+# --------------------------------------------------------------------------------------------------
+
+
+def encoder_layer_impl(swap_norm=False, residual_grad=True, sum_qkv=True, relu_backward="mask",
+                       scale="sqrt"):
+    """``swap_norm``: compute pre-LN when post-LN is asked and vice versa; ``residual_grad=False``: the
+    backward drops the identity path of each residual; ``relu_backward="none"``: the ReLU backward
+    passes the gradient everywhere."""
+    ln = layer_norm_impl()
+    mha_fwd, mha_bwd = _mha_parts(scale=scale, sum_qkv=sum_qkv)
+
+    def ffn_fwd(x, p):
+        a = x @ p["W1"].T + p["b1"]
+        r = np.maximum(a, 0)
+        return r @ p["W2"].T + p["b2"], (x, a, r)
+
+    def ffn_bwd(dy, cache, p, g):
+        x, a, r = cache
+        dy2 = dy.reshape(-1, dy.shape[-1])
+        g["W2"] = dy2.T @ r.reshape(-1, r.shape[-1])
+        g["b2"] = dy2.sum(axis=0)
+        dr = dy @ p["W2"]
+        da = dr if relu_backward == "none" else dr * (a > 0)
+        da2 = da.reshape(-1, da.shape[-1])
+        g["W1"] = da2.T @ x.reshape(-1, x.shape[-1])
+        g["b1"] = da2.sum(axis=0)
+        return da @ p["W1"]
+
+    def attn_fwd(x, p, h, mask):
+        return mha_fwd(x, p["Wq"], p["Wk"], p["Wv"], p["Wo"], h, mask)
+
+    def attn_bwd(dy, cache, g):
+        dx, g["Wq"], g["Wk"], g["Wv"], g["Wo"] = mha_bwd(dy, cache)
+        return dx
+
+    def encoder_layer_forward(x, params, num_heads, mask=None, norm_first=False):
+        p = params
+        pre = (not norm_first) if swap_norm else norm_first
+        if pre:
+            n1, c_n1 = ln.layer_norm_forward(x, p["gamma1"], p["beta1"])
+            a, c_a = attn_fwd(n1, p, num_heads, mask)
+            h = x + a
+            n2, c_n2 = ln.layer_norm_forward(h, p["gamma2"], p["beta2"])
+            f, c_f = ffn_fwd(n2, p)
+            y = h + f
+        else:
+            a, c_a = attn_fwd(x, p, num_heads, mask)
+            h, c_n1 = ln.layer_norm_forward(x + a, p["gamma1"], p["beta1"])
+            f, c_f = ffn_fwd(h, p)
+            y, c_n2 = ln.layer_norm_forward(h + f, p["gamma2"], p["beta2"])
+        return y, (pre, p, c_n1, c_a, c_n2, c_f)
+
+    def encoder_layer_backward(dout, cache):
+        pre, p, c_n1, c_a, c_n2, c_f = cache
+        g = {}
+        r = 1.0 if residual_grad else 0.0
+        if pre:
+            dn2 = ffn_bwd(dout, c_f, p, g)
+            dn2x, g["gamma2"], g["beta2"] = ln.layer_norm_backward(dn2, c_n2)
+            dh = r * dout + dn2x
+            dn1 = attn_bwd(dh, c_a, g)
+            dn1x, g["gamma1"], g["beta1"] = ln.layer_norm_backward(dn1, c_n1)
+            dx = r * dh + dn1x
+        else:
+            dz2, g["gamma2"], g["beta2"] = ln.layer_norm_backward(dout, c_n2)
+            dh = r * dz2 + ffn_bwd(dz2, c_f, p, g)
+            dz1, g["gamma1"], g["beta1"] = ln.layer_norm_backward(dh, c_n1)
+            dx = r * dz1 + attn_bwd(dz1, c_a, g)
+        return dx, g
+
+    return SimpleNamespace(encoder_layer_forward=encoder_layer_forward,
+                           encoder_layer_backward=encoder_layer_backward)

@@ -1,0 +1,167 @@
+"""A whole sequence model: token embedding, positional encoding, a Transformer encoder and a vocabulary head.
+
+``TransformerModel`` maps token ids (B, S) to logits (B, S, V)::
+
+    x = embed(ids) * sqrt(D) + pos[:S]          # the embedding table is drawn from N(0, 1/D): unit std after scaling
+    x = dropout(x)
+    x = encoder(x, src_key_padding_mask, is_causal)   # num_layers blocks (+ a final LayerNorm when norm_first)
+    logits = head(x)                            # (B, S, V)
+
+Its ``state_dict`` keys are ``embed.weight``, ``pos_embed.weight`` (learned positions only),
+``encoder.layers.{i}.…`` / ``encoder.norm.…`` exactly as ``torch.nn.TransformerEncoder``, and
+``head.weight`` / ``head.bias``; :mod:`reference_torch.model` builds the PyTorch twin from it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_probability
+from .nn import (Dropout, Embedding, LayerNorm, Linear, Module, PositionalEncoding, TransformerEncoder,
+                 TransformerEncoderLayer)
+
+__all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS"]
+
+POS_ENCODINGS = ("sinusoidal", "learned")
+ACTIVATIONS = ("relu", "gelu")
+
+
+class TransformerModel(Module):
+    """Token ids (B, S) -> vocabulary logits (B, S, V) through an encoder stack.
+
+    Parameters
+    ----------
+    vocab_size : int
+        V.
+    d_model : int
+        D.
+    nhead : int
+        H; D must be divisible by H.
+    num_layers : int
+        Encoder blocks. Each block is initialised independently (torch's ``TransformerEncoder`` copies
+        one template; independent draws train better and change nothing else).
+    dim_feedforward : int
+        F.
+    dropout : float
+        On the embedding sum and everywhere inside the encoder (including attention probabilities).
+    max_len : int
+        Longest sequence accepted (size of the positional table).
+    activation : {"relu", "gelu"}
+    norm_first : bool
+        Pre-LN blocks, followed by a final LayerNorm (``encoder.norm``).
+    pos_encoding : {"sinusoidal", "learned"}
+        The fixed sine/cosine table (a buffer, not in ``state_dict``) or a trained table
+        ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding.
+    dtype : np.float32 or np.float64
+    seed : None, int or numpy.random.Generator
+        Initialisation and every dropout mask derive from it.
+    """
+
+    def __init__(self, vocab_size, d_model=512, nhead=8, num_layers=1, dim_feedforward=2048, dropout=0.1,
+                 max_len=5000, activation="relu", norm_first=False, pos_encoding="sinusoidal",
+                 dtype=np.float32, seed=None):
+        super().__init__()
+        vocab_size = check_positive_int(vocab_size, "vocab_size")
+        d_model = check_positive_int(d_model, "d_model")
+        nhead = check_positive_int(nhead, "nhead")
+        num_layers = check_positive_int(num_layers, "num_layers")
+        dim_feedforward = check_positive_int(dim_feedforward, "dim_feedforward")
+        max_len = check_positive_int(max_len, "max_len")
+        dropout = check_probability(dropout)
+        if d_model % nhead != 0:
+            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        if pos_encoding not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+        self.dtype = as_float_dtype(dtype)
+        self.config = dict(vocab_size=vocab_size, d_model=d_model, nhead=nhead, num_layers=num_layers,
+                           dim_feedforward=dim_feedforward, dropout=dropout, max_len=max_len,
+                           activation=activation, norm_first=bool(norm_first), pos_encoding=pos_encoding,
+                           dtype=self.dtype.name)
+        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.pos_kind = pos_encoding
+        rng = as_generator(seed)
+        dt = self.dtype
+
+        self.embed = Embedding(vocab_size, d_model, dtype=dt, seed=rng)
+        self.embed.weight.data *= dt.type(1.0 / math.sqrt(d_model))      # N(0, 1/D): unit std once scaled
+        self.scale = dt.type(math.sqrt(d_model))
+        if pos_encoding == "learned":
+            self.pos_embed = Embedding(max_len, d_model, dtype=dt, seed=rng)
+        else:
+            self.pos_encoding = PositionalEncoding(d_model, max_len=max_len, dtype=dt)
+        self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
+
+        def block():
+            return TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                           batch_first=True, norm_first=norm_first, dtype=dt, seed=rng)
+        template = block()
+        self.encoder = TransformerEncoder(template, num_layers,
+                                          norm=LayerNorm(d_model, dtype=dt) if norm_first else None,
+                                          seed=rng.spawn(1)[0])
+        for layer in list(self.encoder.layers)[1:]:          # independent draws for layers 1..L-1
+            layer.load_state_dict(block().state_dict())
+        self.head = Linear(d_model, vocab_size, dtype=dt, seed=rng)
+
+    # ------------------------------------------------------------------------------------------
+    def _check_ids(self, ids):
+        if not isinstance(ids, np.ndarray):
+            ids = np.asarray(ids)
+        if ids.ndim != 2:
+            raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"ids must be an integer array of token ids, got dtype {ids.dtype}")
+        if ids.shape[1] > self.max_len:
+            raise ValueError(f"sequence length {ids.shape[1]} exceeds max_len={self.max_len}; "
+                             "build the model with a larger max_len")
+        return ids
+
+    def forward(self, ids, src_key_padding_mask=None, is_causal=False):
+        """ids (B, S) integer in [0, V) -> logits (B, S, V).
+
+        ``src_key_padding_mask``: (B, S), True = that position is padding (no query attends to it);
+        ``is_causal``: position i attends only to positions <= i.
+        """
+        ids = self._check_ids(ids)
+        b, s = ids.shape
+        src_key_padding_mask = check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], self.dtype)
+        x = self.embed(ids) * self.scale                                         # (B, S, D)
+        if self.pos_kind == "learned":
+            x = x + self.pos_embed(np.arange(s))                                 # (B, S, D) + (S, D)
+        else:
+            x = self.pos_encoding(x)                                             # (B, S, D)
+        x = self.dropout(x)
+        x = self.encoder(x, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        logits = self.head(x)                                                    # (B, S, V)
+        self._save(logits.shape)
+        return logits
+
+    def backward(self, dlogits):
+        """dlogits (B, S, V) -> None; accumulates every parameter's gradient."""
+        shape = self._take()
+        dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
+        dx = self.head.backward(dlogits)                                         # (B, S, D)
+        dx = self.encoder.backward(dx)
+        dx = self.dropout.backward(dx)
+        if self.pos_kind == "learned":
+            self.pos_embed.backward(dx.sum(axis=0))                              # (S, D): shared by the batch
+        else:
+            dx = self.pos_encoding.backward(dx)
+        self.embed.backward(dx * self.scale)                                     # y = E[ids] * sqrt(D)
+        return None
+
+    def num_parameters(self):
+        return int(sum(p.data.size for p in self.parameters()))
+
+    def generators(self):
+        """``{module name: Generator}`` for every module that draws dropout masks (for exact resume)."""
+        return {name: m.__dict__["rng"] for name, m in self.named_modules()
+                if isinstance(m.__dict__.get("rng"), np.random.Generator)}
+
+    def extra_repr(self):
+        c = self.config
+        return (f"vocab_size={c['vocab_size']}, d_model={c['d_model']}, nhead={c['nhead']}, "
+                f"num_layers={c['num_layers']}, pos_encoding={c['pos_encoding']!r}, dtype={c['dtype']}")

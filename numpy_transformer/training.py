@@ -1,0 +1,349 @@
+"""The training loop: a :class:`TrainConfig`, and a :class:`Trainer` that owns the model, optimizer,
+schedule, data and batcher, takes steps, evaluates, and saves/resumes checkpoints exactly.
+
+One step::
+
+    lr = schedule(step)                        # step counts from 1
+    logits = model(src)                        # (B, S, V), dropout active
+    loss = crit(logits, tgt); model.backward(crit.backward())
+    clip_grad_norm_(params, clip)              # when clip > 0
+    optimizer.step()
+
+Everything random (initialisation, dropout masks, data, batch order) derives from ``seed``; a
+checkpoint stores the optimizer state, the batcher's state and every dropout generator's state, so
+``resume`` + the remaining steps gives bit-for-bit the weights of the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import data as data_mod
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .loss import CrossEntropyLoss
+from .model import ACTIVATIONS, POS_ENCODINGS, TransformerModel
+from .nn import dropout_masks
+from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
+
+__all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES"]
+
+SCHEDULES = ("warmup", "constant")
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a run. The defaults reach >= 99% held-out token accuracy on ``shift`` and
+    ``reverse`` at d_model 128 in a few minutes on a 2-core CPU (see docs/training.md)."""
+
+    # task
+    task: str = "shift"
+    vocab_size: int = 32
+    seq_len: int = 16
+    num_train: int = 20000
+    num_val: int = 1000
+    # model
+    d_model: int = 128
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 512
+    dropout: float = 0.1
+    activation: str = "relu"
+    norm_first: bool = False
+    pos_encoding: str = "sinusoidal"
+    dtype: str = "float32"
+    # optimisation
+    optimizer: str = "adam"
+    lr: float = 1e-3              # constant schedule: the lr; warmup schedule: the peak lr (at step == warmup)
+    schedule: str = "warmup"
+    warmup: int = 200
+    betas: tuple = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    clip: float = 1.0
+    label_smoothing: float = 0.0
+    batch_size: int = 32
+    steps: int = 1500
+    seed: int = 0
+
+    # what a resumed run must share with its checkpoint (everything but the step budget)
+    RESUME_FREE = ("steps",)
+
+    def __post_init__(self):
+        self.betas = tuple(float(b) for b in self.betas)
+        data_mod.check_task(self.task)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.pos_encoding not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        for name in ("vocab_size", "seq_len", "num_train", "num_val", "d_model", "nhead", "num_layers",
+                     "dim_feedforward", "warmup", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+                raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if self.steps < 0:
+            raise ValueError(f"steps must be >= 0, got {self.steps}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.clip < 0:
+            raise ValueError(f"clip must be >= 0 (0 = no clipping), got {self.clip}")
+
+    def to_dict(self):
+        d = dataclasses.asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise CheckpointError(f"unknown configuration keys {unknown} (a checkpoint from another version?)")
+        return cls(**d)
+
+    def model_kwargs(self):
+        return dict(vocab_size=self.vocab_size, d_model=self.d_model, nhead=self.nhead,
+                    num_layers=self.num_layers, dim_feedforward=self.dim_feedforward, dropout=self.dropout,
+                    max_len=self.seq_len, activation=self.activation, norm_first=self.norm_first,
+                    pos_encoding=self.pos_encoding, dtype=np.dtype(self.dtype))
+
+    def optimizer_kwargs(self):
+        """Keyword arguments shared by ``nt.optim`` and ``torch.optim`` (the lr is set each step)."""
+        if self.optimizer == "sgd":
+            return dict(lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        return dict(lr=self.lr, betas=tuple(self.betas), eps=self.eps, weight_decay=self.weight_decay)
+
+    def make_schedule(self):
+        if self.schedule == "constant":
+            return ConstantSchedule(self.lr)
+        # scale the paper's formula so that its peak (at step == warmup) is ``lr``
+        factor = self.lr * (self.d_model * self.warmup) ** 0.5
+        return WarmupInverseSqrtSchedule(self.d_model, self.warmup, factor)
+
+
+@dataclass
+class StepResult:
+    step: int
+    loss: float
+    accuracy: float
+    tokens: int
+    lr: float
+    grad_norm: float
+    seconds: float
+
+
+@dataclass
+class EvalResult:
+    loss: float
+    token_accuracy: float
+    sequence_accuracy: float
+    examples: int
+
+    def __str__(self):
+        return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}%  "
+                f"sequence acc {100 * self.sequence_accuracy:.2f}%  ({self.examples} examples)")
+
+
+@dataclass
+class TwinStats:
+    """Agreement of a ``--check-torch`` run: the largest relative loss difference seen, and weights."""
+
+    max_loss_rel: float = 0.0
+    last_loss_rel: float = 0.0
+    weight_abs: float = 0.0
+    weight_rel: float = 0.0
+    max_weight_rel: float = 0.0
+    steps: int = 0
+    history: list = field(default_factory=list)
+
+
+class Trainer:
+    """Builds everything from a :class:`TrainConfig` and trains it.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    check_torch : bool
+        Train a PyTorch twin (``reference_torch.model.TorchTwin``) in lockstep on the same batches with
+        the same dropout masks, and record how far the two runs ever drift (:attr:`twin_stats`).
+    """
+
+    def __init__(self, config, check_torch=False):
+        self.config = config
+        c = config
+        self.data = data_mod.make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
+        seeds = np.random.SeedSequence(c.seed).spawn(2)
+        self.model = TransformerModel(**c.model_kwargs(), seed=np.random.default_rng(seeds[0]))
+        self.optimizer = OPTIMIZERS[c.optimizer](self.model.parameters(), **c.optimizer_kwargs())
+        self.schedule = c.make_schedule()
+        self.criterion = CrossEntropyLoss(label_smoothing=c.label_smoothing)
+        self.batcher = data_mod.Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
+                                        seed=np.random.default_rng(seeds[1]))
+        self.step = 0
+        self.twin = None
+        self.twin_stats = None
+        if check_torch:
+            self.attach_twin()
+
+    # -- torch twin ---------------------------------------------------------------------------------
+    def attach_twin(self):
+        """Build the torch twin from the current weights and optimizer state (imports torch lazily)."""
+        import importlib
+        ref = importlib.import_module("reference_torch.model")
+        self.twin = ref.TorchTwin(self.model, self.config.optimizer, self.config.optimizer_kwargs(),
+                                  label_smoothing=self.config.label_smoothing)
+        self.twin.load_optimizer_state(self.model, self.optimizer)
+        self.twin_stats = TwinStats()
+
+    def check_twin_weights(self):
+        abs_err, rel_err = self.twin.weight_errors(self.model)
+        s = self.twin_stats
+        s.weight_abs, s.weight_rel = abs_err, rel_err
+        s.max_weight_rel = max(s.max_weight_rel, rel_err)
+        return abs_err, rel_err
+
+    # -- training -----------------------------------------------------------------------------------
+    def train_step(self):
+        """One optimisation step on the next training batch; returns a :class:`StepResult`."""
+        t0 = time.perf_counter()
+        src, tgt = self.batcher.next()
+        self.step += 1
+        lr = self.schedule(self.step)
+        self.optimizer.set_lr(lr)
+        self.model.train()
+        self.optimizer.zero_grad()
+        logits = self.model(src)                                                  # (B, S, V)
+        loss = float(self.criterion(logits, tgt))
+        self.model.backward(self.criterion.backward())
+        grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
+        self.optimizer.step()
+        acc = float(np.mean(logits.argmax(-1) == tgt))
+        if self.twin is not None:
+            ref_loss = self.twin.step(src, tgt, dropout_masks(self.model), lr=lr, clip=self.config.clip)
+            rel = abs(loss - ref_loss) / max(abs(ref_loss), 1e-300)
+            s = self.twin_stats
+            s.steps += 1
+            s.last_loss_rel = rel
+            s.max_loss_rel = max(s.max_loss_rel, rel)
+            s.history.append((self.step, loss, ref_loss))
+        return StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0)
+
+    def train(self, steps=None, callback=None):
+        """Train until ``steps`` total steps (default ``config.steps``); ``callback(StepResult)`` after each."""
+        target = self.config.steps if steps is None else steps
+        while self.step < target:
+            r = self.train_step()
+            if callback is not None:
+                callback(r)
+        return self
+
+    def predict(self, src):
+        """Greedy per-position prediction: argmax of the logits, (B, S) ids (eval mode: no dropout)."""
+        was = self.model.training
+        self.model.eval()
+        try:
+            return self.model(np.asarray(src)).argmax(-1)
+        finally:
+            self.model.train(was)
+
+    def evaluate(self, split="val", max_examples=None, batch_size=250):
+        return evaluate(self.model, *self.data.split(split), criterion=self.criterion,
+                        max_examples=max_examples, batch_size=batch_size)
+
+    # -- checkpoints --------------------------------------------------------------------------------
+    def save(self, path):
+        """Write a checkpoint that :meth:`resume` continues exactly."""
+        gens = {name: g.bit_generator.state for name, g in self.model.generators().items()}
+        b = self.batcher.state_dict()
+        return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),
+                               extra_arrays={"batcher_perm": b["perm"]},
+                               extra_json={"step": self.step, "generators": gens,
+                                           "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]}})
+
+    @classmethod
+    def resume(cls, path, overrides=None, check_torch=False):
+        """A trainer restored from ``path``. ``overrides`` (a dict) may change ``steps``; any other value
+        that differs from the checkpoint's configuration raises CheckpointError (another config)."""
+        ckpt = load_checkpoint(path)
+        config = checkpoint_config(ckpt)
+        overrides = dict(overrides or {})
+        diffs = []
+        for k, v in overrides.items():
+            old = getattr(config, k)
+            if k in TrainConfig.RESUME_FREE:
+                continue
+            if (list(v) if isinstance(v, tuple) else v) != (list(old) if isinstance(old, tuple) else old):
+                diffs.append(f"{k}: checkpoint {old!r}, requested {v!r}")
+        if diffs:
+            raise CheckpointError(f"{path} was saved from another configuration: " + "; ".join(diffs)
+                                  + " (drop these options to resume, or start a new run)")
+        if "steps" in overrides:
+            config.steps = overrides["steps"]
+        trainer = cls(config)
+        ckpt.check_model(trainer.model)
+        gens = trainer.model.generators()
+        saved = ckpt.extra_json.get("generators", {})
+        if set(saved) != set(gens) or "step" not in ckpt.extra_json:
+            raise CheckpointError(f"{path}: training state does not match this model (dropout generators "
+                                  f"{sorted(saved)} vs {sorted(gens)})")
+        ckpt.load_model(trainer.model)
+        ckpt.load_optimizer(trainer.optimizer)
+        for name, g in gens.items():
+            g.bit_generator.state = saved[name]
+        bstate = dict(ckpt.extra_json["batcher"], perm=ckpt.extra_arrays["batcher_perm"])
+        trainer.batcher.load_state_dict(bstate)
+        trainer.step = int(ckpt.extra_json["step"])
+        if check_torch:
+            trainer.attach_twin()
+        return trainer
+
+
+def checkpoint_config(ckpt):
+    """The :class:`TrainConfig` stored in a checkpoint (CheckpointError if there is none)."""
+    if not ckpt.config:
+        raise CheckpointError(f"{ckpt.path} holds no training configuration (not saved by `train`)")
+    try:
+        return TrainConfig.from_dict(ckpt.config)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{ckpt.path}: invalid training configuration: {exc}") from exc
+
+
+def evaluate(model, src, tgt, criterion=None, max_examples=None, batch_size=250):
+    """Loss, token accuracy and whole-sequence accuracy of ``model`` on ``(src, tgt)`` in eval mode."""
+    criterion = criterion or CrossEntropyLoss()
+    crit = CrossEntropyLoss(ignore_index=criterion.ignore_index, reduction="sum",
+                            label_smoothing=criterion.label_smoothing)
+    n = len(src) if max_examples is None else min(len(src), max_examples)
+    was = model.training
+    model.eval()
+    total_loss, correct, seq_correct, counted = 0.0, 0, 0, 0
+    try:
+        for i in range(0, n, batch_size):
+            s, t = src[i:min(i + batch_size, n)], tgt[i:min(i + batch_size, n)]
+            logits = model(s)
+            total_loss += float(crit(logits, t))
+            keep = t != criterion.ignore_index
+            hit = (logits.argmax(-1) == t) | ~keep
+            correct += int((hit & keep).sum())
+            counted += int(keep.sum())
+            seq_correct += int(hit.all(axis=1).sum())
+    finally:
+        model.train(was)
+    return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), seq_correct / max(n, 1), n)
+
+
+def config_json(config):
+    return json.dumps(config.to_dict(), sort_keys=True)

@@ -1,0 +1,171 @@
+"""Moving weights, gradients and dropout masks between ``numpy_transformer`` and PyTorch.
+
+Everything goes through ``state_dict`` (both sides use torch's keys), so no renaming happens here.
+Arrays keep their dtype: a float64 array becomes a float64 tensor and back. A dtype mismatch between
+the two modules is refused (``cast=True`` allows it) so that a float32 copy can never silently stand
+in for a float64 oracle.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+__all__ = [
+    "torch_dtype", "numpy_dtype", "to_tensor", "to_numpy", "state_dict_to_numpy", "state_dict_to_torch",
+    "to_torch", "from_torch", "grads_to_numpy", "masks_to_torch", "twin",
+]
+
+_NP_TO_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
+                np.dtype(np.float16): torch.float16, np.dtype(np.bool_): torch.bool,
+                np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32}
+_TORCH_TO_NP = {v: k for k, v in _NP_TO_TORCH.items()}
+
+
+def torch_dtype(dtype):
+    """The torch dtype of a NumPy dtype (``np.float64`` -> ``torch.float64``)."""
+    return _NP_TO_TORCH[np.dtype(dtype)]
+
+
+def numpy_dtype(dtype):
+    """The NumPy dtype of a torch dtype (``torch.float32`` -> ``np.float32``)."""
+    return _TORCH_TO_NP[dtype]
+
+
+def to_tensor(array, requires_grad=False):
+    """An ndarray as a tensor of the same dtype (a copy, so later in-place changes do not leak)."""
+    t = torch.from_numpy(np.array(array, copy=True))
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+def to_numpy(tensor):
+    """A tensor as an ndarray of the same dtype (a copy), or None for None."""
+    if tensor is None:
+        return None
+    return tensor.detach().cpu().numpy().copy()
+
+
+def state_dict_to_numpy(torch_module):
+    """``torch_module.state_dict()`` as ``OrderedDict(name -> ndarray copy)``."""
+    return OrderedDict((k, to_numpy(v)) for k, v in torch_module.state_dict().items())
+
+
+def state_dict_to_torch(np_module):
+    """``np_module.state_dict()`` as ``OrderedDict(name -> tensor copy)`` of the same dtypes."""
+    return OrderedDict((k, to_tensor(v)) for k, v in np_module.state_dict().items())
+
+
+def _check_dtypes(src, dst, src_name, dst_name):
+    bad = [f"{k}: {src[k].dtype} -> {dst[k].dtype}" for k in src if k in dst
+           and numpy_dtype(dst[k].dtype) != np.dtype(src[k].dtype)]
+    if bad:
+        raise TypeError(f"dtype mismatch copying {src_name} into {dst_name} ({'; '.join(bad)}); build both "
+                        "with the same dtype, or pass cast=True to convert")
+
+
+def to_torch(np_module, torch_module, strict=True, cast=False):
+    """Copy ``np_module``'s weights into ``torch_module`` (via state_dict); returns ``torch_module``.
+
+    Raises ``TypeError`` when dtypes differ (unless ``cast``), and, with ``strict``, torch's
+    ``RuntimeError`` for missing/unexpected keys or wrong shapes.
+    """
+    sd = np_module.state_dict()
+    if not cast:
+        _check_dtypes({k: np.asarray(v) for k, v in sd.items()},
+                      {k: v for k, v in torch_module.state_dict().items()},
+                      type(np_module).__name__, type(torch_module).__name__)
+    torch_module.load_state_dict(OrderedDict((k, to_tensor(v)) for k, v in sd.items()), strict=strict)
+    return torch_module
+
+
+def from_torch(torch_module, np_module, strict=True, cast=False):
+    """Copy ``torch_module``'s weights into ``np_module`` (via state_dict); returns ``np_module``."""
+    sd = state_dict_to_numpy(torch_module)
+    if not cast:
+        own = np_module.state_dict()
+        bad = [f"{k}: {sd[k].dtype} -> {np.asarray(own[k]).dtype}" for k in sd
+               if k in own and sd[k].dtype != np.asarray(own[k]).dtype]
+        if bad:
+            raise TypeError(f"dtype mismatch copying {type(torch_module).__name__} into "
+                            f"{type(np_module).__name__} ({'; '.join(bad)}); pass cast=True to convert")
+    np_module.load_state_dict(sd, strict=strict)
+    return np_module
+
+
+def grads_to_numpy(torch_module):
+    """``{parameter name: gradient ndarray (or None when it got none)}`` in ``named_parameters`` order."""
+    return OrderedDict((name, to_numpy(p.grad)) for name, p in torch_module.named_parameters())
+
+
+def masks_to_torch(masks):
+    """``{name: bool keep-mask ndarray}`` (``nt.dropout_masks``) as ``{name: bool tensor}``."""
+    return {name: torch.from_numpy(np.asarray(m, dtype=bool).copy()) for name, m in masks.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# twin: the reference module matching a numpy_transformer module, weights copied
+# --------------------------------------------------------------------------------------------------
+
+def _activation_name(act):
+    name = type(act).__name__
+    if name == "ReLU":
+        return "relu"
+    if name == "GELU":
+        if getattr(act, "approximate", "none") != "none":
+            import torch.nn.functional as F
+            return lambda x: F.gelu(x, approximate=act.approximate)
+        return "gelu"
+    raise TypeError(f"no reference for activation {name}")
+
+
+def _build(np_module):
+    import numpy_transformer as nt
+    from torch import nn
+
+    from . import modules as R
+
+    if isinstance(np_module, nt.Linear):
+        dt = torch_dtype(np_module.dtype)
+        return nn.Linear(np_module.in_features, np_module.out_features, bias=np_module.bias is not None, dtype=dt)
+    if isinstance(np_module, nt.Embedding):
+        return nn.Embedding(np_module.num_embeddings, np_module.embedding_dim, padding_idx=np_module.padding_idx,
+                            dtype=torch_dtype(np_module.dtype))
+    if isinstance(np_module, nt.LayerNorm):
+        return nn.LayerNorm(np_module.normalized_shape, eps=np_module.eps,
+                            elementwise_affine=np_module.elementwise_affine,
+                            bias=np_module.bias is not None, dtype=torch_dtype(np_module.dtype))
+    if isinstance(np_module, nt.Dropout):
+        return R.Dropout(np_module.p)
+    if isinstance(np_module, nt.MultiheadAttention):
+        m = np_module
+        return R.MultiHeadAttention(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None,
+                                    kdim=m.kdim, vdim=m.vdim, batch_first=m.batch_first,
+                                    dtype=torch_dtype(m.dtype))
+    if isinstance(np_module, nt.TransformerEncoderLayer):
+        m = np_module
+        return R.EncoderBlock(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features,
+                              dropout=m.dropout.p, activation=_activation_name(m.activation),
+                              layer_norm_eps=m.norm1.eps, batch_first=m.batch_first, norm_first=m.norm_first,
+                              bias=m.linear1.bias is not None, dtype=torch_dtype(m.dtype))
+    if isinstance(np_module, nt.TransformerEncoder):
+        layers = [_build(layer) for layer in np_module.layers]
+        norm = None if np_module.norm is None else _build(np_module.norm)
+        return R.Encoder(layers, norm)
+    if isinstance(np_module, nt.TokenEmbedding):
+        return R.TokenEmbedding(np_module.embedding.num_embeddings, np_module.d_model,
+                                dtype=torch_dtype(np_module.dtype))
+    if isinstance(np_module, nt.PositionalEncoding):
+        return R.PositionalEncoding(np_module.d_model, np_module.max_len)
+    raise TypeError(f"no reference twin for {type(np_module).__name__}")
+
+
+def twin(np_module):
+    """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
+    mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
+    :mod:`reference_torch.modules` for the rest."""
+    ref = _build(np_module)
+    to_torch(np_module, ref)
+    ref.train(np_module.training)
+    return ref

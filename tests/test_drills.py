@@ -1,0 +1,786 @@
+"""The interview drills (``python -m numpy_transformer drill ...``).
+
+* every exercise's reference solution, and an implementation built on the library itself, PASS;
+* every known mistake, written into a copy of the reference solution the way a person would make it,
+  FAILS with that mistake as the first diagnosis;
+* broken files (syntax error, missing function, wrong arity, exceptions, infinite loops, exits) are
+  reported, never crash the grader, and give a non-zero exit status;
+* list / start / solution, the interview clock, determinism, and that nothing imports torch.
+
+Grading runs in a subprocess (as for a user); the tests use few cases and ``--no-torch`` to stay fast,
+and one test per exercise checks our reference against the torch oracle directly.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import numpy_transformer.drills as drills
+from numpy_transformer import cli, cli_drill
+from numpy_transformer.drills import diagnose, exercises
+from numpy_transformer.drills._worker import grade_case
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAMES = list(drills.EXERCISES)
+
+
+def check(path, *extra, cases=12):
+    """Run ``drill check`` as a user would (a subprocess); return (exit status, output)."""
+    cmd = [sys.executable, "-m", "numpy_transformer.cli_drill", "check", str(path), "--no-torch", "-q",
+           "--cases", str(cases), *extra]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def check_inprocess(path, **kw):
+    """``drills.check_file`` called directly: the grading still runs in a subprocess, only the CLI process
+    is saved (most tests; ``check`` covers the command line itself). Returns (status, output)."""
+    buf = io.StringIO()
+    kw.setdefault("cases", 8)
+    kw.setdefault("torch", "off")
+    kw.setdefault("quiet", True)
+    rc = drills.check_file(str(path), stream=buf, **kw)
+    return rc, buf.getvalue()
+
+
+def solution_source(name):
+    with open(drills.solution_path(name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def first_diagnosis(output):
+    m = re.search(r"known mistake: .*\[(\w+)\]", output)
+    return m.group(1) if m else None
+
+
+# --------------------------------------------------------------------------------------------------
+# the exercises PASS with our implementations
+# --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_solution_passes(name, tmp_path):
+    path = tmp_path / f"{name}.py"
+    path.write_text(solution_source(name))
+    rc, out = check_inprocess(path, cases=40)
+    assert rc == 0, out
+    assert "-> " in out and out.rstrip().endswith("PASS"), out
+    assert re.search(r"score: (\d+)/\1 checks passed \(100%\), 40/40 cases fully correct", out), out
+
+
+# Implementations that call the library itself (functional.py, or the nn modules for the big ones).
+ADAPTERS = {
+    "softmax": """
+from numpy_transformer import functional as F
+def softmax_forward(x): return F.softmax_forward(x)
+def softmax_backward(dy, cache): return F.softmax_backward(dy, cache)
+""",
+    "layer_norm": """
+from numpy_transformer import functional as F
+def layer_norm_forward(x, gamma, beta, eps=1e-5): return F.layer_norm_forward(x, gamma, beta, eps)
+def layer_norm_backward(dy, cache): return F.layer_norm_backward(dy, cache)
+""",
+    "gelu": """
+from numpy_transformer import functional as F
+def gelu_forward(x, approximate="none"): return F.gelu_forward(x, approximate)
+def gelu_backward(dy, cache): return F.gelu_backward(dy, cache)
+""",
+    "linear": """
+import numpy as np
+from numpy_transformer import nn
+def linear_forward(x, W, b):
+    m = nn.Linear(W.shape[1], W.shape[0], dtype=np.float64)
+    m.weight.data[...] = W
+    m.bias.data[...] = b
+    return m(x), m
+def linear_backward(dy, m):
+    dx = m.backward(dy)
+    return dx, m.weight.grad, m.bias.grad
+""",
+    "embedding": """
+import numpy as np
+from numpy_transformer import nn
+def embedding_forward(ids, W):
+    m = nn.Embedding(*W.shape, dtype=np.float64)
+    m.weight.data[...] = W
+    return m(ids), m
+def embedding_backward(dout, m):
+    m.backward(dout)
+    return m.weight.grad
+""",
+    "cross_entropy": """
+import numpy as np
+from numpy_transformer import functional as F
+def cross_entropy_forward(logits, targets):
+    n = logits.shape[0]
+    z = logits - logits.max(axis=-1, keepdims=True)
+    p, cache = F.softmax_forward(z)
+    loss = -(z[np.arange(n), targets] - np.log(np.exp(z).sum(axis=-1))).mean()
+    return loss, (p, targets)
+def cross_entropy_backward(dloss, cache):
+    p, targets = cache
+    onehot = np.eye(p.shape[1])[targets]
+    return (p - onehot) * dloss / p.shape[0]
+""",
+    "positional_encoding": """
+import numpy as np
+from numpy_transformer import nn
+def positional_encoding(S, D): return nn.sinusoidal_table(S, D, np.float64)
+""",
+    "scaled_dot_product_attention": """
+from numpy_transformer import functional as F
+def attention_forward(q, k, v, mask=None, causal=False):
+    return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=causal)
+def attention_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
+""",
+    "multi_head_attention": """
+import numpy as np
+from numpy_transformer import nn, functional as F
+def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
+    S, D = x.shape[1], x.shape[2]
+    m = nn.MultiheadAttention(D, num_heads, bias=False, batch_first=True, dtype=np.float64)
+    m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])
+    m.out_proj.weight.data[...] = Wo
+    if causal:
+        mask = F.causal_mask(S) if mask is None else (mask | F.causal_mask(S))
+    out, _ = m(x, x, x, attn_mask=mask, need_weights=False)
+    return out, m
+def mha_backward(dout, m):
+    dq, dk, dv = m.backward(dout)
+    dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
+    return dq + dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
+""",
+    "encoder_layer": """
+import numpy as np
+from numpy_transformer import nn
+NAMES = {"Wo": "self_attn.out_proj.weight", "W1": "linear1.weight", "b1": "linear1.bias",
+         "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight", "beta1": "norm1.bias",
+         "gamma2": "norm2.weight", "beta2": "norm2.bias"}
+def encoder_layer_forward(x, params, num_heads, mask=None, norm_first=False):
+    D, F_ = x.shape[-1], params["W1"].shape[0]
+    layer = nn.TransformerEncoderLayer(D, num_heads, dim_feedforward=F_, dropout=0.0, batch_first=True,
+                                       norm_first=norm_first, dtype=np.float64)
+    sd = layer.state_dict()
+    sd["self_attn.in_proj_weight"][...] = np.concatenate([params["Wq"], params["Wk"], params["Wv"]])
+    sd["self_attn.in_proj_bias"][...] = 0.0
+    sd["self_attn.out_proj.bias"][...] = 0.0
+    for k, torch_name in NAMES.items():
+        sd[torch_name][...] = params[k]
+    return layer(x, src_mask=mask), layer
+def encoder_layer_backward(dout, layer):
+    dx = layer.backward(dout)
+    p = dict(layer.named_parameters())
+    g = {k: p[t].grad for k, t in NAMES.items()}
+    g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
+    return dx, g
+""",
+}
+
+
+def test_every_exercise_has_an_adapter():
+    assert set(ADAPTERS) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_library_implementation_passes(name, tmp_path):
+    path = tmp_path / f"lib_{name}.py"
+    path.write_text(f"# drill: {name}\n" + ADAPTERS[name])
+    rc, out = check_inprocess(path, cases=24)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_default_variant_is_correct(name):
+    """Every mistake is a knob of a variant that is correct with its default knobs."""
+    ex = drills.EXERCISES[name]
+    ns = ex.variant()
+    for i in range(24):
+        with np.errstate(all="ignore"):
+            res = grade_case(ex, ns, exercises.draw_case(ex, 3, i), None, None, {}, diagnose.TOL, None)
+        bad = {k: v["message"] for k, v in res["results"].items() if not v["ok"]}
+        assert not bad and res["failure"] is None, (i, bad, res["failure"])
+
+
+# --------------------------------------------------------------------------------------------------
+# every known mistake FAILS with the right diagnosis
+# --------------------------------------------------------------------------------------------------
+
+# (exercise, mistake id): [(text in the reference solution, what a person making the mistake writes), ...]
+MISTAKES = {
+    ("softmax", "softmax_wrong_axis"): [
+        ("x.max(axis=-1, keepdims=True)", "x.max(axis=0, keepdims=True)"),
+        ("e.sum(axis=-1, keepdims=True)", "e.sum(axis=0, keepdims=True)"),
+        ("np.sum(dy * y, axis=-1, keepdims=True)", "np.sum(dy * y, axis=0, keepdims=True)")],
+    ("softmax", "softmax_unstable"): [("z = x - x.max(axis=-1, keepdims=True)", "z = x")],
+    ("softmax", "softmax_backward_no_rowsum"): [
+        ("return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))", "return y * dy")],
+    ("softmax", "softmax_backward_diagonal"): [
+        ("return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))", "return y * (1 - y) * dy")],
+
+    ("layer_norm", "ln_unbiased_variance"): [
+        ("var = np.mean(xc * xc, axis=-1, keepdims=True)", "var = np.var(x, axis=-1, ddof=1, keepdims=True)")],
+    ("layer_norm", "ln_eps_outside_sqrt"): [("1.0 / np.sqrt(var + eps)", "1.0 / (np.sqrt(var) + eps)")],
+    ("layer_norm", "ln_wrong_axis"): [
+        ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=tuple(range(x.ndim - 1)), keepdims=True)"),
+        ("np.mean(xc * xc, axis=-1, keepdims=True)", "np.mean(xc * xc, axis=tuple(range(x.ndim - 1)), keepdims=True)"),
+        ("dxhat.mean(axis=-1, keepdims=True)", "dxhat.mean(axis=lead, keepdims=True)"),
+        ("np.mean(dxhat * xhat, axis=-1, keepdims=True)", "np.mean(dxhat * xhat, axis=lead, keepdims=True)")],
+    ("layer_norm", "ln_backward_no_mean_term"): [("dxhat - dxhat.mean(axis=-1, keepdims=True)\n", "dxhat\n")],
+    ("layer_norm", "ln_backward_no_variance_term"): [
+        ("\n                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", ")")],
+    ("layer_norm", "ln_backward_constant_stats"): [
+        ("rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)\n"
+         "                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", "rstd * dxhat")],
+    ("layer_norm", "ln_backward_no_gamma"): [("dxhat = dy * gamma", "dxhat = dy")],
+
+    ("gelu", "gelu_tanh_for_exact"): [('if approximate == "tanh":', "if True:")],
+    ("gelu", "gelu_sigmoid_approximation"): [
+        ("y = x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))", "y = x / (1.0 + np.exp(-1.702 * x))"),
+        ("slope = cdf + x * pdf", "s = 1.0 / (1.0 + np.exp(-1.702 * x))\n        slope = s + 1.702 * x * s * (1 - s)")],
+    ("gelu", "gelu_backward_no_x_pdf"): [("slope = cdf + x * pdf", "slope = cdf")],
+    ("gelu", "gelu_backward_pdf_unnormalised"): [
+        ("pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)", "pdf = np.exp(-0.5 * x * x)")],
+    ("gelu", "gelu_tanh_backward_no_inner"): [("* c * (1.0 + 3 * 0.044715 * x * x)", "* c")],
+
+    ("linear", "linear_untransposed_weight"): [
+        ("y = x @ W.T + b", "y = x @ W + b"), ("dx = dy @ W ", "dx = dy @ W.T "), ("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
+    ("linear", "linear_dW_transposed"): [("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
+    ("linear", "linear_db_mean"): [("db = dy2.sum(axis=0)", "db = dy2.mean(axis=0)")],
+
+    ("embedding", "embedding_repeated_ids_dropped"): [
+        ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
+
+    ("cross_entropy", "ce_unstable_exp"): [("z = logits - logits.max(axis=-1, keepdims=True)", "z = logits")],
+    ("cross_entropy", "ce_log_of_softmax"): [
+        ("logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))",
+         "logp = np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))")],
+    ("cross_entropy", "ce_sum_not_mean"): [
+        ("loss = -logp[np.arange(N), targets].mean()", "loss = -logp[np.arange(N), targets].sum()"),
+        ("return d * (dloss / N)", "return d * dloss")],
+    ("cross_entropy", "ce_grad_not_divided_by_n"): [("return d * (dloss / N)", "return d * dloss")],
+    ("cross_entropy", "ce_column_subtract"): [("d[np.arange(N), targets] -= 1", "d[:, targets] -= 1")],
+    ("cross_entropy", "ce_no_minus_one"): [("d[np.arange(N), targets] -= 1", "pass")],
+    ("cross_entropy", "ce_ignored_dloss"): [("return d * (dloss / N)", "return d / N")],
+
+    ("positional_encoding", "pe_sin_cos_swapped"): [
+        ("pe[:, 0::2] = np.sin(angle)", "pe[:, 0::2] = np.cos(angle)"),
+        ("pe[:, 1::2] = np.cos(angle)", "pe[:, 1::2] = np.sin(angle)")],
+    ("positional_encoding", "pe_concatenated"): [
+        ("pe[:, 0::2] = np.sin(angle)\n    pe[:, 1::2] = np.cos(angle)",
+         "pe = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)")],
+    ("positional_encoding", "pe_column_exponent"): [
+        ("pe[:, 1::2] = np.cos(angle)",
+         "pe[:, 1::2] = np.cos(pos * np.exp(-np.log(10000.0) * np.arange(1, D, 2) / D))")],
+    ("positional_encoding", "pe_missing_factor_two"): [("np.arange(0, D, 2) / D", "np.arange(D // 2) / D")],
+    ("positional_encoding", "pe_positions_from_one"): [("np.arange(S, dtype", "np.arange(1, S + 1, dtype")],
+
+    ("scaled_dot_product_attention", "attn_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
+    ("scaled_dot_product_attention", "attn_scale_1_over_dh"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / Dh")],
+    ("scaled_dot_product_attention", "attn_softmax_wrong_axis"): [
+        ("m = scores.max(axis=-1, keepdims=True)", "m = scores.max(axis=-2, keepdims=True)"),
+        ("s = e.sum(axis=-1, keepdims=True)", "s = e.sum(axis=-2, keepdims=True)"),
+        ("np.sum(dP * P, axis=-1, keepdims=True)", "np.sum(dP * P, axis=-2, keepdims=True)")],
+    ("scaled_dot_product_attention", "attn_mask_after_softmax"): [
+        ("scores = np.where(blocked, -np.inf, scores)", "pass"),
+        ("out = P @ v ", "P = np.where(blocked, 0.0, P)\n    out = P @ v ")],
+    ("scaled_dot_product_attention", "attn_mask_inverted"): [("blocked | mask", "blocked | ~mask")],
+    ("scaled_dot_product_attention", "attn_masked_rows_not_zero"): [
+        ("scores = np.where(blocked, -np.inf, scores)", "scores = np.where(blocked, -1e9, scores)")],
+    ("scaled_dot_product_attention", "attn_masked_rows_nan"): [
+        ("m = np.where(np.isneginf(m), 0.0, m)", "pass"), ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
+    ("scaled_dot_product_attention", "attn_causal_wrong_direction"): [
+        ("np.triu(np.ones((S, T), dtype=bool), k=1)", "np.tril(np.ones((S, T), dtype=bool), k=-1)")],
+    ("scaled_dot_product_attention", "attn_causal_blocks_diagonal"): [
+        ("np.triu(np.ones((S, T), dtype=bool), k=1)", "np.triu(np.ones((S, T), dtype=bool), k=0)")],
+    ("scaled_dot_product_attention", "attn_backward_no_rowsum"): [
+        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
+    ("scaled_dot_product_attention", "attn_backward_no_scale"): [
+        ("dq = scale * (dA @ k)", "dq = dA @ k"),
+        ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = np.swapaxes(dA, -1, -2) @ q")],
+    ("scaled_dot_product_attention", "attn_backward_missing_transpose"): [
+        ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = scale * (dA @ q)")],
+
+    ("multi_head_attention", "mha_reshape_only_split"): [
+        ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),
+        ("return x.transpose(0, 2, 1, 3).reshape(B, S, H * Dh)", "return x.reshape(B, S, H * Dh)")],
+    ("multi_head_attention", "mha_merge_without_transpose"): [
+        ("ctx = _merge_heads(P @ vh)", "ctx = (P @ vh).reshape(B, S, D)"),
+        ("dctx = _split_heads(dout @ Wo, H)", "dctx = (dout @ Wo).reshape(dout.shape[0], H, -1, D // H)")],
+    ("multi_head_attention", "mha_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
+    ("multi_head_attention", "mha_scale_1_over_dh"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / Dh")],
+    ("multi_head_attention", "mha_scale_sqrt_d"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / np.sqrt(D)")],
+    ("multi_head_attention", "mha_weights_untransposed"): [
+        ("q, k, v = x @ Wq.T, x @ Wk.T, x @ Wv.T", "q, k, v = x @ Wq, x @ Wk, x @ Wv"),
+        ("out = ctx @ Wo.T", "out = ctx @ Wo"),
+        ("dWo = dout.reshape(-1, D).T @ ctx.reshape(-1, D)", "dWo = ctx.reshape(-1, D).T @ dout.reshape(-1, D)"),
+        ("dctx = _split_heads(dout @ Wo, H)", "dctx = _split_heads(dout @ Wo.T, H)"),
+        ("dWq = dq.reshape(-1, D).T @ x2", "dWq = x2.T @ dq.reshape(-1, D)"),
+        ("dWk = dk.reshape(-1, D).T @ x2", "dWk = x2.T @ dk.reshape(-1, D)"),
+        ("dWv = dv.reshape(-1, D).T @ x2", "dWv = x2.T @ dv.reshape(-1, D)"),
+        ("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq.T + dk @ Wk.T + dv @ Wv.T")],
+    ("multi_head_attention", "mha_backward_qkv_not_summed"): [("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq")],
+    ("multi_head_attention", "mha_backward_no_rowsum"): [
+        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * scale", "dA = P * dP * scale")],
+
+    ("encoder_layer", "enc_norm_placement"): [("if norm_first:", "if not norm_first:")],
+    ("encoder_layer", "enc_residual_grad_dropped"): [
+        ("dh = dout + dn2", "dh = dn2"), ("dx = dh + dn1", "dx = dn1"),
+        ("dh = dz2 + _ffn_backward(dz2, c_f, p, g)", "dh = _ffn_backward(dz2, c_f, p, g)"),
+        ("dx = dz1 + _attn_backward(dz1, c_a, p, g)", "dx = _attn_backward(dz1, c_a, p, g)")],
+    ("encoder_layer", "enc_qkv_grads_not_summed"): [("return dx_q + dx_k + dx_v", "return dx_q")],
+    ("encoder_layer", "enc_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
+    ("encoder_layer", "enc_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
+}
+
+
+def test_every_known_mistake_has_a_test():
+    registered = {(ex.name, m.id) for ex in drills.EXERCISES.values() for m in ex.mistakes}
+    assert registered == set(MISTAKES)
+
+
+def apply_patches(source, patches):
+    for old, new in patches:
+        assert old in source, f"patch target not in the reference solution: {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+@pytest.mark.parametrize("name,mistake", sorted(MISTAKES))
+def test_known_mistake_is_diagnosed(name, mistake, tmp_path):
+    path = tmp_path / f"{name}.py"
+    path.write_text(apply_patches(solution_source(name), MISTAKES[(name, mistake)]))
+    rc, out = check_inprocess(path, cases=16)
+    assert rc == 1, out
+    assert "FAIL" in out and "Traceback" not in out, out
+    assert first_diagnosis(out) == mistake, out
+    m = drills.EXERCISES[name].mistake(mistake)
+    assert m.title in out and m.fix in out
+
+
+def test_diagnosis_names_the_first_failing_shape_and_worst_element(tmp_path):
+    path = tmp_path / "attn.py"
+    path.write_text(apply_patches(solution_source("scaled_dot_product_attention"),
+                                  MISTAKES[("scaled_dot_product_attention", "attn_backward_no_rowsum")]))
+    rc, out = check(path, cases=10)
+    assert rc == 1
+    assert "dq" in out and re.search(r"dq +attention_backward +0/10 +FAIL", out), out
+    assert re.search(r"first failure: case 1: q \(1, 1, 1, 1\)", out), out
+    assert re.search(r"worst element dq\[\d+, \d+, \d+, \d+\]: got [-\d.e]+, expected [-\d.e]+ \(abs err", out), out
+    assert re.search(r"out +attention_forward +10/10 +PASS", out), out
+
+
+def test_generic_hint_for_an_unknown_mistake(tmp_path):
+    """A wrong factor no known mistake explains is still described (here: dq off by a factor of 2)."""
+    src = solution_source("scaled_dot_product_attention").replace("dq = scale * (dA @ k)", "dq = 2 * scale * (dA @ k)")
+    path = tmp_path / "attn.py"
+    path.write_text(src)
+    rc, out = check(path, cases=6)
+    assert rc == 1
+    assert "dq: off by a constant factor 2" in out, out
+
+
+def test_transposed_gradient_hint(tmp_path):
+    src = solution_source("linear").replace("dW = dy2.T @ x2", "dW = (dy2.T @ x2).T")
+    path = tmp_path / "linear.py"
+    path.write_text(src)
+    rc, out = check(path, cases=8)
+    assert rc == 1 and first_diagnosis(out) == "linear_dW_transposed", out
+
+
+# --------------------------------------------------------------------------------------------------
+# broken files: reported, never a crash, non-zero exit
+# --------------------------------------------------------------------------------------------------
+
+SOFTMAX_OK_FORWARD = """
+import numpy as np
+def softmax_forward(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    y = e / e.sum(axis=-1, keepdims=True)
+    return y, y
+"""
+
+
+def write(tmp_path, text, name="softmax.py"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def assert_reported(rc, out, status, *needles):
+    assert rc == status, out
+    assert "Traceback" not in out, out
+    for n in needles:
+        assert n in out, (n, out)
+
+
+def test_syntax_error(tmp_path):
+    rc, out = check(write(tmp_path, "# drill: softmax\ndef softmax_forward(x)\n    return x, x\n"))
+    assert_reported(rc, out, 2, "syntax error, line 2")
+
+
+def test_no_function_of_the_exercise(tmp_path):
+    rc, out = check(write(tmp_path, "# drill: softmax\ndef softmax_fwd(x):\n    return x, x\n"))
+    assert_reported(rc, out, 2, "defines none of the 'softmax' functions", "did you mean 'softmax_forward'")
+
+
+def test_missing_backward_grades_the_forward(tmp_path):
+    rc, out = check(write(tmp_path, SOFTMAX_OK_FORWARD))
+    assert_reported(rc, out, 1, "softmax_backward is not defined in your file", "not defined in your file")
+    assert re.search(r"y +softmax_forward +12/12 +PASS", out), out
+
+
+def test_forward_without_cache(tmp_path):
+    src = SOFTMAX_OK_FORWARD.replace("return y, y", "return y") + "def softmax_backward(dy, c):\n    return dy\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "softmax_forward must return (y, cache); it returned an ndarray of shape")
+
+
+def test_wrong_backward_arity(tmp_path):
+    src = solution_source("layer_norm").replace("return dx, dgamma, dbeta", "return dx, dgamma")
+    rc, out = check(write(tmp_path, src, "layer_norm.py"))
+    assert_reported(rc, out, 1, "layer_norm_backward must return 3 values (dx, dgamma, dbeta); it returned a tuple of 2")
+    assert re.search(r"y +layer_norm_forward +12/12 +PASS", out), out
+
+
+def test_missing_return(tmp_path):
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    dx = dy * cache\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "returned None")
+
+
+def test_exception_points_at_the_users_line(tmp_path):
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    return dy @ cache @ cache\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "softmax_backward raised ValueError", "your line 8: `return dy @ cache @ cache`")
+
+
+def test_not_implemented_skeleton(tmp_path):
+    path = drills.start("softmax", str(tmp_path))
+    rc, out = check(path)
+    assert_reported(rc, out, 1, "softmax_forward is not implemented yet", "score: 0/24 checks passed")
+
+
+def test_infinite_loop_in_a_function(tmp_path):
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    while True:\n        pass\n"
+    t0 = time.time()
+    rc, out = check(write(tmp_path, src), "--call-timeout", "0.5", cases=4)
+    assert_reported(rc, out, 1, "softmax_backward did not return within 0.5 s", "timed out on an earlier case")
+    assert time.time() - t0 < 30
+
+
+def test_whole_run_time_limit(tmp_path):
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    while True:\n        pass\n"
+    rc, out = check(write(tmp_path, src), "--call-timeout", "0", "--timeout", "3", cases=4)
+    assert_reported(rc, out, 1, "grading stopped during case 1: it ran past the time limit of 3 s")
+
+
+def test_module_level_infinite_loop(tmp_path):
+    rc, out = check(write(tmp_path, SOFTMAX_OK_FORWARD + "while True:\n    pass\n"), "--call-timeout", "1")
+    assert_reported(rc, out, 2, "importing the file did not finish within 1 s")
+
+
+def test_sys_exit_at_import(tmp_path):
+    rc, out = check(write(tmp_path, "import sys\n" + SOFTMAX_OK_FORWARD + "sys.exit(3)\n"))
+    assert_reported(rc, out, 2, "importing the file raised SystemExit: 3")
+
+
+def test_exception_at_import(tmp_path):
+    rc, out = check(write(tmp_path, SOFTMAX_OK_FORWARD + "x = undefined_name + 1\n"))
+    assert_reported(rc, out, 2, "importing the file raised NameError", "your line 7")
+
+
+def test_hard_exit_inside_a_function(tmp_path):
+    src = "import os\n" + SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    os._exit(7)\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "exited unexpectedly during case 1 (exit status 7)")
+
+
+def test_sys_exit_inside_a_function_is_an_ordinary_failure(tmp_path):
+    src = "import sys\n" + SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    sys.exit('bye')\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "softmax_backward raised SystemExit: bye")
+
+
+def test_wrong_types_and_shapes(tmp_path):
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    return 'dx'\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "is not numeric")
+    src = SOFTMAX_OK_FORWARD + "def softmax_backward(dy, cache):\n    return np.stack([dy, dy])\n"
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 1, "wrong shape: shape")
+
+
+def test_in_place_modification_is_noted(tmp_path):
+    src = ("import numpy as np\ndef softmax_forward(x):\n    x -= x.max(axis=-1, keepdims=True)\n"
+           "    e = np.exp(x)\n    y = e / e.sum(axis=-1, keepdims=True)\n    return y, y\n"
+           "def softmax_backward(dy, y):\n    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))\n")
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 0, "note: softmax_forward modified its argument `x` in place")
+
+
+def test_unreadable_files(tmp_path):
+    rc, out = check(tmp_path / "nope.py")
+    assert_reported(rc, out, 2, "no such file")
+    rc, out = check(tmp_path)
+    assert_reported(rc, out, 2, "is a directory")
+    bad = tmp_path / "bin.py"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    rc, out = check(bad)
+    assert_reported(rc, out, 2, "not UTF-8")
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    rc, out = check(empty)
+    assert_reported(rc, out, 2, "cannot tell which exercise")
+
+
+def test_printing_code_is_graded(tmp_path):
+    src = SOFTMAX_OK_FORWARD.replace("return y, y", "print('debug', y.shape)\n    return y, y") + \
+        "def softmax_backward(dy, y):\n    print('bwd')\n    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))\n"
+    rc, out = check(write(tmp_path, src), "--show-output")
+    assert_reported(rc, out, 0, "debug (1, 1)")
+
+
+# --------------------------------------------------------------------------------------------------
+# list, start, solution, clock, CLI
+# --------------------------------------------------------------------------------------------------
+
+REQUIRED = ["softmax", "layer_norm", "gelu", "linear", "cross_entropy", "scaled_dot_product_attention",
+            "multi_head_attention", "positional_encoding", "encoder_layer", "embedding"]
+
+
+def test_list(capsys):
+    assert cli_drill.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in REQUIRED:
+        line = next(l for l in out.splitlines() if l.strip().startswith(name + " "))
+        assert re.search(r"\b(easy|medium|hard)\b", line) and "min" in line, line
+
+
+def test_registered_in_the_cli():
+    assert "drill" in cli.COMMAND_MODULES
+    import argparse
+    parser = argparse.ArgumentParser()
+    cli_drill.register(parser.add_subparsers())
+    args = parser.parse_args(["drill", "check", "f.py", "--cases", "3"])
+    assert args.func is cli_drill.cmd_check and args.cases == 3
+
+
+def test_cli_through_the_package_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "numpy_transformer", "drill", "list"], capture_output=True,
+                          text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    if proc.returncode != 0 and "No module named 'numpy_transformer.cli_" in proc.stderr:
+        pytest.skip("another command module listed in cli.COMMAND_MODULES is missing: " + proc.stderr[-200:])
+    assert proc.returncode == 0, proc.stderr
+    assert "scaled_dot_product_attention" in proc.stdout
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_skeleton_matches_the_solution_and_gives_nothing_away(name):
+    with open(drills.skeleton_path(name), encoding="utf-8") as fh:
+        skel = ast.parse(fh.read())
+    sol = ast.parse(solution_source(name))
+
+    def public(tree):
+        return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+
+    s_fns, r_fns = public(skel), public(sol)
+    ex = drills.EXERCISES[name]
+    assert list(s_fns) == list(ex.functions) and set(r_fns) == set(ex.functions)
+    for fname, fn in s_fns.items():
+        assert ast.dump(fn.args) == ast.dump(r_fns[fname].args), fname          # exact signature
+        doc = ast.get_docstring(fn)
+        assert doc and "Returns" in doc and "shape" in doc, fname
+        body = fn.body[1:]                                                       # after the docstring
+        assert len(body) == 1 and isinstance(body[0], ast.Raise), f"{fname} must have an empty body"
+    module_doc = ast.get_docstring(skel)
+    assert "Hints:" in module_doc and "Conventions" in module_doc
+
+
+def test_start_writes_a_skeleton_and_refuses_to_overwrite(tmp_path, capsys):
+    assert cli_drill.main(["start", "attention", "--dir", str(tmp_path)]) == 0
+    path = tmp_path / "scaled_dot_product_attention.py"
+    text = path.read_text()
+    assert text.startswith("# drill: scaled_dot_product_attention")
+    assert re.search(r"^# started: .*\(unix \d+\)$", text, re.M)
+    assert "drill check" in capsys.readouterr().out
+    path.write_text(text + "\n# my work\n")
+    assert cli_drill.main(["start", "scaled_dot_product_attention", "--dir", str(tmp_path)]) == 2
+    assert "--force" in capsys.readouterr().out
+    assert path.read_text().endswith("# my work\n")
+    assert cli_drill.main(["start", "scaled_dot_product_attention", "--dir", str(tmp_path), "--force"]) == 0
+    assert "# my work" not in path.read_text()
+
+
+def test_unknown_names(capsys):
+    assert cli_drill.main(["start", "layernrom"]) == 2
+    assert "did you mean 'layer_norm'" in capsys.readouterr().out
+    assert cli_drill.main(["solution", "nope"]) == 2
+    assert cli_drill.main(["check", "x.py", "--exercise", "nope"]) == 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_prints_the_reference_and_its_derivation(name, capsys):
+    assert cli_drill.main(["solution", name]) == 0
+    out = capsys.readouterr().out
+    assert solution_source(name).strip() in out
+    assert "Derivation, from the verified library code" in out
+    assert "numpy_transformer." in out
+
+
+def test_interview_clock(tmp_path):
+    path = drills.start("softmax", str(tmp_path), now=time.time() - 3725)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(solution_source("softmax").split('"""', 2)[2])
+    rc, out = check_inprocess(path)
+    assert rc == 0, out
+    assert re.search(r"interview clock: 1h 02m 0[5-9]s since `drill start` \(target 10 min\)  \(over the target\)",
+                     out), out
+    assert re.search(r"time 1h 02m", out), out
+
+
+def test_format_duration():
+    assert drills.format_duration(0) == "0m 00s"
+    assert drills.format_duration(61) == "1m 01s"
+    assert drills.format_duration(3725) == "1h 02m 05s"
+
+
+def test_exercise_from_function_names_and_explicit_flag(tmp_path):
+    path = write(tmp_path, solution_source("gelu"), "anything.py")        # no header: found by its functions
+    rc, out = check_inprocess(path)
+    assert rc == 0 and "drill check: gelu" in out, out
+    rc, out = check_inprocess(path, exercise="softmax")
+    assert rc == 2 and "defines none of the 'softmax' functions" in out, out
+
+
+# --------------------------------------------------------------------------------------------------
+# cases: deterministic, edge shapes, and the reference agrees with torch
+# --------------------------------------------------------------------------------------------------
+
+def test_cases_are_deterministic_per_seed():
+    ex = drills.EXERCISES["scaled_dot_product_attention"]
+    a = [exercises.draw_case(ex, 5, i) for i in range(20)]
+    b = [exercises.draw_case(ex, 5, i) for i in range(20)]
+    c = [exercises.draw_case(ex, 6, i) for i in range(20)]
+    for x, y in zip(a, b):
+        assert x.desc == y.desc and np.array_equal(x.inputs["q"], y.inputs["q"])
+    assert any(x.desc != z.desc or not np.array_equal(x.inputs["q"], z.inputs["q"]) for x, z in zip(a, c))
+
+
+def test_edge_shapes_are_drawn():
+    att = [exercises.draw_case(drills.EXERCISES["scaled_dot_product_attention"], 0, i).inputs for i in range(40)]
+    assert any(c["q"].shape[:3] == (1, 1, 1) for c in att)                        # B = H = S = 1
+    assert any(c["k"].shape[2] == 1 for c in att)                                 # T = 1
+    assert any(c["mask"] is not None and c["mask"].ndim == 4 for c in att)        # per-batch masks
+    assert any(c["causal"] and c["mask"] is not None for c in att)                # both
+    mha = [exercises.draw_case(drills.EXERCISES["multi_head_attention"], 0, i).inputs for i in range(40)]
+    assert any(c["num_heads"] == 1 for c in mha) and any(c["x"].shape[:2] == (1, 1) for c in mha)
+    assert any(c["num_heads"] > 1 for c in mha)
+    enc = [exercises.draw_case(drills.EXERCISES["encoder_layer"], 0, i).inputs for i in range(40)]
+    assert {c["norm_first"] for c in enc} == {False, True}
+    emb = [exercises.draw_case(drills.EXERCISES["embedding"], 0, i).inputs for i in range(40)]
+    assert sum(len(np.unique(c["ids"])) < c["ids"].size for c in emb) > 20        # repeated ids
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_agrees_with_the_torch_oracle(name):
+    pytest.importorskip("torch")
+    from reference_torch import drill_oracle
+    ex = drills.EXERCISES[name]
+    for i in range(16):
+        case = exercises.draw_case(ex, 11, i)
+        from numpy_transformer.drills._worker import _reference_outputs
+        with np.errstate(all="ignore"):
+            ref = _reference_outputs(ex, case.inputs)
+        theirs = drill_oracle.run(name, case.inputs)
+        assert set(theirs) == set(ref)
+        for k in ref:
+            r = diagnose.compare(theirs[k], ref[k], 1e-9)
+            assert r["ok"], (name, i, case.desc, k, r["message"])
+
+
+def test_oracle_is_reported_when_torch_is_installed(tmp_path):
+    pytest.importorskip("torch")
+    path = write(tmp_path, solution_source("softmax"))
+    rc, out = check_inprocess(path, torch="auto", cases=6)
+    assert rc == 0
+    assert re.search(r"oracle: torch \S+ agrees with the reference on 6/6 cases", out), out
+
+
+def test_grading_works_without_torch(tmp_path):
+    """With torch unimportable the check still grades (NumPy reference only) and says so."""
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise ImportError('No module named torch', name='torch')\n")
+    path = write(tmp_path, solution_source("softmax"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))
+    proc = subprocess.run([sys.executable, "-m", "numpy_transformer.cli_drill", "check", str(path), "-q",
+                           "--cases", "6"], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch is not installed" in proc.stdout
+
+
+def test_runtime_never_imports_torch():
+    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli_drill, numpy_transformer.drills._worker\n"
+            "import numpy_transformer.drills.variants\n"
+            "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')], 'torch imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# property: the reference solutions agree with the library on hypothesis-drawn seeds
+# --------------------------------------------------------------------------------------------------
+
+def _solution_module(name, _cache={}):
+    if name not in _cache:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(f"_drill_solution_{name}", drills.solution_path(name))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _cache[name] = mod
+    return _cache[name]
+
+
+from hypothesis import given, strategies as st  # noqa: E402  (test dependency only)
+
+
+@given(name=st.sampled_from(NAMES), seed=st.integers(0, 2**31 - 1), index=st.integers(0, 10_000))
+def test_solutions_pass_on_drawn_cases(name, seed, index):
+    ex = drills.EXERCISES[name]
+    case = exercises.draw_case(ex, seed, index)
+    with np.errstate(all="ignore"):
+        res = grade_case(ex, _solution_module(name), case, None, None, {}, diagnose.TOL, None)
+    bad = {k: v["message"] for k, v in res["results"].items() if not v["ok"]}
+    assert not bad and res["failure"] is None, (case.desc, bad, res["failure"])
+
+
+def test_two_mistakes_at_once_are_both_named(tmp_path):
+    patches = (MISTAKES[("multi_head_attention", "mha_scale_sqrt_d")]
+               + MISTAKES[("multi_head_attention", "mha_backward_no_rowsum")])
+    path = tmp_path / "mha.py"
+    path.write_text(apply_patches(solution_source("multi_head_attention"), patches))
+    rc, out = check_inprocess(path, cases=20)
+    assert rc == 1
+    assert first_diagnosis(out) == "mha_scale_sqrt_d", out
+    assert "two known mistakes at once" in out and "[mha_scale_sqrt_d + mha_backward_no_rowsum]" in out, out
+
+
+def test_docs_name_every_exercise_and_mistake():
+    with open(os.path.join(ROOT, "docs", "drills.md"), encoding="utf-8") as fh:
+        doc = fh.read()
+    for ex in drills.EXERCISES.values():
+        assert f"`{ex.name}`" in doc, ex.name
+        for fn in ex.functions:
+            assert fn in doc, fn
+        for m in ex.mistakes:
+            assert f"`{m.id}`" in doc, m.id

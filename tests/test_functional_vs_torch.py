@@ -1,0 +1,546 @@
+"""Every op of ``numpy_transformer.functional``, forward and backward, against PyTorch.
+
+Each test draws shapes (and options) with hypothesis, runs our forward/backward pair and the torch op
+under autograd with the same *random* upstream gradient, and compares the output and every gradient
+with ``_compare.assert_close`` (float64: 1e-10 normwise relative; float32: 1e-4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from hypothesis import given
+from hypothesis import strategies as st
+
+from _compare import assert_close
+
+import numpy_transformer.functional as F
+from reference_torch import check, convert
+from reference_torch import modules as R
+from reference_torch.check import make_masks
+
+# Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
+# slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
+torch.set_num_threads(1)
+
+DTYPES = [np.float64, np.float32]
+
+small = st.integers(1, 4)
+lead_shapes = st.lists(st.integers(1, 3), min_size=0, max_size=2).map(tuple)
+seeds = st.integers(0, 2**32 - 1)
+
+
+def t(a, grad=True):
+    """ndarray -> leaf tensor of the same dtype (requires_grad for float arrays)."""
+    x = torch.from_numpy(np.array(a, copy=True))
+    return x.requires_grad_(True) if grad and x.is_floating_point() else x
+
+
+def randn(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def against_torch(dtype, ours, fn, inputs, dout, consts=None):
+    """Compare ``ours`` (``{"out": ..., "d<name>": ...}``, NumPy) with torch under autograd.
+
+    ``fn(**tensors)`` is the torch computation (returning the output, or ``(output, {name: extra
+    output compared without gradient})``); ``inputs`` are the differentiable NumPy arrays (None
+    allowed), ``consts`` the others (masks, ids; float ones follow the dtype), ``dout`` the random
+    upstream gradient. The pair named ``d<name>`` is compared with ``inputs[name]``'s gradient.
+    float64: ``assert_close`` at 1e-10. float32: ``assert_close`` at 1e-4 against torch's float32
+    result or, for an ill-conditioned entry only, :func:`reference_torch.check.assert_float32_close`
+    against torch run in float64 on the same float32 numbers (ours must be within 1e-4 of the exact
+    answer or no more than 10x further from it than torch's own float32 result).
+    """
+    consts = consts or {}
+
+    def run(tdtype):
+        ts = {k: None if v is None else torch.from_numpy(np.array(v)).to(tdtype).requires_grad_(True)
+              for k, v in inputs.items()}
+        cs = {k: None if v is None else (torch.from_numpy(np.array(v)).to(tdtype) if np.asarray(v).dtype.kind == "f"
+                                         else torch.from_numpy(np.array(v)))
+              for k, v in consts.items()}
+        out = fn(**ts, **cs)
+        out, extra = out if isinstance(out, tuple) else (out, {})
+        out.backward(torch.from_numpy(np.array(dout)).to(tdtype))
+        res = {"out": out, **extra}
+        res.update({f"d{k}": None if v is None else v.grad for k, v in ts.items()})
+        return res
+
+    ref = run(convert.torch_dtype(dtype))
+    pairs = {name: (ours[name], ref[name]) for name in ours}
+    if np.dtype(dtype) == np.float64:
+        return assert_close(pairs, dtype=dtype)
+    try:
+        return assert_close(pairs, dtype=dtype)
+    except AssertionError:
+        exact = run(torch.float64)
+        check.assert_float32_close(pairs, exact)
+
+
+def check_dtypes(dtype, **arrays):
+    for name, a in arrays.items():
+        if a is not None:
+            assert a.dtype == np.dtype(dtype), f"{name} has dtype {a.dtype}, expected {np.dtype(dtype)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# linear
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(lead=lead_shapes, din=small, dout_=small, bias=st.booleans(), seed=seeds)
+def test_linear(dtype, lead, din, dout_, bias, seed):
+    rng = np.random.default_rng(seed)
+    x, w = randn(rng, lead + (din,), dtype), randn(rng, (dout_, din), dtype)
+    b = randn(rng, (dout_,), dtype) if bias else None
+    y, cache = F.linear_forward(x, w, b)
+    g = randn(rng, y.shape, dtype)
+    dx, dw, db = F.linear_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx, dw=dw, db=db)
+
+    against_torch(dtype, {"out": y, "dx": dx, "dw": dw, "db": db}, lambda x, w, b: TF.linear(x, w, b),
+                  {"x": x, "w": w, "b": b}, g)
+
+
+# ------------------------------------------------------------------------------------------------
+# embedding
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(v=st.integers(1, 6), d=small, ids_shape=st.tuples(st.integers(1, 3), st.integers(1, 6)),
+       use_padding=st.booleans(), seed=seeds)
+def test_embedding(dtype, v, d, ids_shape, use_padding, seed):
+    rng = np.random.default_rng(seed)
+    w = randn(rng, (v, d), dtype)
+    ids = rng.integers(0, v, size=ids_shape)
+    ids.flat[-1] = ids.flat[0]                          # a repeated id: its gradient rows must add up
+    padding_idx = int(rng.integers(v)) if use_padding else None
+    y, cache = F.embedding_forward(ids, w, padding_idx)
+    g = randn(rng, y.shape, dtype)
+    dw = F.embedding_backward(g, cache)
+    check_dtypes(dtype, y=y, dw=dw)
+
+    against_torch(dtype, {"out": y, "dw": dw}, lambda w, ids: TF.embedding(ids, w, padding_idx=padding_idx),
+                  {"w": w}, g, consts={"ids": ids})
+
+
+def test_embedding_repeated_ids_many():
+    """Every id repeated many times (np.add.at, not fancy-index assignment)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4))
+    ids = rng.integers(0, 3, size=(4, 50))
+    y, cache = F.embedding_forward(ids, w)
+    g = rng.standard_normal(y.shape)
+    wt = t(w)
+    TF.embedding(torch.from_numpy(ids), wt).backward(t(g, False))
+    assert_close({"dW": (F.embedding_backward(g, cache), wt.grad)})
+
+
+# ------------------------------------------------------------------------------------------------
+# layer norm
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(lead=lead_shapes, d=st.integers(3, 8), affine=st.sampled_from(["both", "weight", "bias", "none"]),
+       log_eps=st.floats(-12, -1), seed=seeds)
+def test_layer_norm(dtype, lead, d, affine, log_eps, seed):
+    # D >= 3: for D <= 2 LayerNorm is ill-conditioned (see reference_torch.check.MIN_LAYER_NORM_D).
+    eps = 10.0 ** log_eps
+    rng = np.random.default_rng(seed)
+    x = randn(rng, lead + (d,), dtype, 2.0) + dtype(0.5)
+    w = randn(rng, (d,), dtype) if affine in ("both", "weight") else None
+    b = randn(rng, (d,), dtype) if affine in ("both", "bias") else None
+    y, cache = F.layer_norm_forward(x, w, b, eps)
+    g = randn(rng, y.shape, dtype)
+    dx, dw, db = F.layer_norm_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx, dw=dw, db=db)
+    assert (dw is None) == (w is None) and (db is None) == (b is None)
+
+    against_torch(dtype, {"out": y, "dx": dx, "dw": dw, "db": db},
+                  lambda x, w, b: TF.layer_norm(x, (d,), w, b, eps), {"x": x, "w": w, "b": b}, g)
+
+
+# ------------------------------------------------------------------------------------------------
+# softmax
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), data=st.data(),
+       with_neginf=st.booleans(), seed=seeds)
+def test_softmax_any_axis(dtype, shape, data, with_neginf, seed):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    rng = np.random.default_rng(seed)
+    x = randn(rng, shape, dtype, 3.0)
+    if with_neginf:                     # masked entries, but never a whole slice (torch gives NaN there)
+        neg = rng.random(shape) < 0.3
+        first = [slice(None)] * len(shape)
+        first[axis] = 0
+        neg[tuple(first)] = False
+        x[neg] = -np.inf
+    y, cache = F.softmax_forward(x, axis=axis)
+    g = randn(rng, y.shape, dtype)
+    dx = F.softmax_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx)
+
+    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.softmax(x, dim=axis), {"x": x}, g)
+
+
+# ------------------------------------------------------------------------------------------------
+# relu, gelu
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple), seed=seeds)
+def test_relu(dtype, shape, seed):
+    rng = np.random.default_rng(seed)
+    x = randn(rng, shape, dtype)
+    x[rng.random(shape) < 0.2] = 0           # torch's slope at exactly 0 is 0
+    y, cache = F.relu_forward(x)
+    g = randn(rng, shape, dtype)
+    dx = F.relu_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx)
+    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.relu(x), {"x": x}, g)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3).map(tuple), scale=st.sampled_from([1.0, 4.0]),
+       seed=seeds)
+def test_gelu(dtype, approximate, shape, scale, seed):
+    rng = np.random.default_rng(seed)
+    x = randn(rng, shape, dtype, scale)
+    # The metric is normwise: give it one O(1) entry. An array made only of far-negative entries would
+    # compare torch's cancelling 1 + erf (or 1 + tanh) against ours entry by entry; the tail is
+    # tested elementwise against mpmath below.
+    x.flat[0] = 1.0
+    y, cache = F.gelu_forward(x, approximate)
+    g = randn(rng, shape, dtype)
+    dx = F.gelu_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx)
+    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.gelu(x, approximate=approximate), {"x": x}, g)
+
+
+def _gelu_grid():
+    return np.concatenate([np.linspace(-40.0, 40.0, 2001),
+                           np.random.default_rng(1234).standard_normal(1000) * 3.0])
+
+
+def _gelu_truth(x):
+    """Exact GELU value and slope of each double ``x`` (mpmath, 60 digits), and the slope's scale
+    ``|Phi(x)| + |x phi(x)|`` (the slope is a sum of those two terms and has a root near x = -0.75)."""
+    mpmath.mp.dps = 60
+    val, slope, scale = [], [], []
+    r2, r2pi = mpmath.sqrt(2), mpmath.sqrt(2 * mpmath.pi)
+    for xi in x:
+        xm = mpmath.mpf(float(xi))
+        cdf = mpmath.erfc(-xm / r2) / 2
+        xpdf = xm * mpmath.exp(-xm * xm / 2) / r2pi
+        val.append(float(xm * cdf))
+        slope.append(float(cdf + xpdf))
+        scale.append(float(abs(cdf) + abs(xpdf)))
+    return np.array(val), np.array(slope), np.array(scale)
+
+
+def _elementwise_rel(ours, truth, scale):
+    """Per-element relative error against ``scale``, ignoring results that underflow below the
+    smallest normal double (subnormals carry too few bits for a relative comparison)."""
+    tiny = np.finfo(np.float64).tiny
+    ok = scale >= tiny
+    rel = np.zeros_like(truth)
+    rel[ok] = np.abs(ours[ok] - truth[ok]) / scale[ok]
+    rel[~ok] = np.abs(ours[~ok] - truth[~ok]) / tiny         # must be ~0 there too
+    return rel
+
+
+GELU_ELEMENTWISE_RTOL = 4e-15    # ~1e-15 target: a few units in the last place (2.2e-16 each)
+
+
+def test_gelu_exact_elementwise_accuracy_moderate_range():
+    """Exact GELU, forward and backward, elementwise to a few ulps over [-5, 40] (and torch agrees
+    elementwise there where it is itself accurate, x >= -3)."""
+    x = _gelu_grid()
+    x = x[x >= -5.0]
+    val, slope, scale = _gelu_truth(x)
+    y, cache = F.gelu_forward(x)
+    dy = F.gelu_backward(np.ones_like(x), cache)
+    rf = _elementwise_rel(y, val, np.abs(val))
+    rb = _elementwise_rel(dy, slope, scale)
+    assert rf.max() <= GELU_ELEMENTWISE_RTOL, f"gelu forward: rel {rf.max():.2e} at x={x[rf.argmax()]!r}"
+    assert rb.max() <= GELU_ELEMENTWISE_RTOL, f"gelu backward: rel {rb.max():.2e} at x={x[rb.argmax()]!r}"
+
+    xt = t(x)
+    yt = TF.gelu(xt)
+    yt.backward(torch.ones_like(yt))
+    sel = x >= -3.0      # torch computes 0.5 x (1 + erf(x/sqrt2)): cancels for x << 0 (see below)
+    ours_vs_torch = np.abs(y - yt.detach().numpy())[sel] / np.maximum(np.abs(val[sel]), 1e-300)
+    assert ours_vs_torch.max() <= 2e-14, f"vs torch forward: {ours_vs_torch.max():.2e}"
+    dvt = np.abs(dy - xt.grad.numpy())[sel] / scale[sel]
+    assert dvt.max() <= 2e-14, f"vs torch backward: {dvt.max():.2e}"
+
+
+def test_gelu_exact_elementwise_accuracy_wide_range():
+    """Exact GELU, forward and backward, elementwise to ~1e-15 relative over linspace(-40, 40) plus
+    random normals, against a 60-digit mpmath evaluation of x Phi(x) and Phi(x) + x phi(x).
+
+    (torch itself cannot serve as the elementwise oracle in the negative tail: its CPU kernel uses
+    0.5 x (1 + erf(x / sqrt 2)), which cancels to 0 below x ~ -8.3 and is off by 3% at x = -8.)
+    """
+    x = _gelu_grid()
+    val, slope, scale = _gelu_truth(x)
+    y, cache = F.gelu_forward(x)
+    dy = F.gelu_backward(np.ones_like(x), cache)
+    rf = _elementwise_rel(y, val, np.abs(val))
+    rb = _elementwise_rel(dy, slope, scale)
+    i, j = int(rf.argmax()), int(rb.argmax())
+    assert rf.max() <= GELU_ELEMENTWISE_RTOL and rb.max() <= GELU_ELEMENTWISE_RTOL, (
+        "numpy_transformer BUG: exact GELU loses relative accuracy in the negative tail: "
+        f"forward rel error {rf[i]:.2e} at x={x[i]!r} (ours {y[i]!r}, exact {val[i]!r}), "
+        f"backward rel error {rb[j]:.2e} at x={x[j]!r} (ours {dy[j]!r}, exact {slope[j]!r}); "
+        f"tolerance {GELU_ELEMENTWISE_RTOL:g}. Cause: the rounding of -x/sqrt(2) before erfc and of "
+        "x*x before exp(-x*x/2) is amplified by ~x**2 (relative error ~x**2 ulp)")
+
+
+def test_gelu_exact_matches_torch_normwise_wide_range():
+    """Over the same wide grid, normwise (the suite's metric) ours and torch agree to 1e-10."""
+    x = _gelu_grid()
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal(x.shape)
+    y, cache = F.gelu_forward(x)
+    dx = F.gelu_backward(g, cache)
+    xt = t(x)
+    yt = TF.gelu(xt)
+    yt.backward(t(g, False))
+    assert_close({"out": (y, yt), "dx": (dx, xt.grad)})
+
+
+# ------------------------------------------------------------------------------------------------
+# dropout
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple),
+       p=st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]), seed=seeds)
+def test_dropout_mask_replay(dtype, shape, p, seed):
+    rng = np.random.default_rng(seed)
+    x = randn(rng, shape, dtype)
+    y, cache = F.dropout_forward(x, p, training=True, rng=np.random.default_rng(seed + 1))
+    g = randn(rng, shape, dtype)
+    dx = F.dropout_backward(g, cache)
+    check_dtypes(dtype, y=y, dx=dx)
+    if p == 0.0:
+        assert cache.mask is None and y is x and dx is g
+        return
+    assert cache.mask.dtype == np.bool_ and cache.mask.shape == x.shape
+    against_torch(dtype, {"out": y, "dx": dx}, lambda x, mask: R.dropout(x, p, mask), {"x": x}, g,
+                  consts={"mask": cache.mask})
+    # and the replayed arithmetic is plain torch: x * keep / (1 - p)
+    if p < 1.0:
+        manual = t(x, False) * torch.from_numpy(cache.mask).to(convert.torch_dtype(dtype)) / (1.0 - p)
+        assert_close({"manual": (y, manual)}, dtype=dtype)
+    # a given mask is reused as is
+    y2, _ = F.dropout_forward(x, p, training=True, mask=cache.mask)
+    np.testing.assert_array_equal(y2, y)
+
+
+def test_dropout_eval_is_identity():
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    y, cache = F.dropout_forward(x, 0.5, training=False, rng=np.random.default_rng(0))
+    assert y is x and cache.mask is None
+
+
+# ------------------------------------------------------------------------------------------------
+# scaled dot-product attention
+# ------------------------------------------------------------------------------------------------
+
+@st.composite
+def attention_case(draw):
+    lead = draw(st.sampled_from([(), (2,), (2, 3), (1, 2)]))
+    s, tt, dh, dv = draw(small), draw(st.integers(1, 5)), draw(small), draw(small)
+    mask = draw(st.sampled_from(["none", "bool", "bool_full", "float", "float_full", "is_causal",
+                                 "fully_masked_rows"]))
+    scale = draw(st.sampled_from([None, 0.3]))
+    return lead, s, tt, dh, dv, mask, scale
+
+
+def _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype):
+    q, k, v = randn(rng, lead + (s, dh), dtype), randn(rng, lead + (tt, dh), dtype), randn(rng, lead + (tt, dv), dtype)
+    keep0 = np.zeros(tt, bool)
+    keep0[0] = True
+    mask, is_causal = None, False
+    if mask_kind == "bool":                                   # (S, T), True = may not attend
+        mask = (rng.random((s, tt)) < 0.4) & ~keep0
+    elif mask_kind == "bool_full":                            # (..., S, T)
+        mask = (rng.random(lead + (s, tt)) < 0.4) & ~keep0
+    elif mask_kind == "float":
+        mask = randn(rng, (s, tt), dtype)
+        mask[(rng.random((s, tt)) < 0.2) & ~keep0] = -np.inf
+    elif mask_kind == "float_full":
+        mask = randn(rng, lead + (s, tt), dtype)
+    elif mask_kind == "is_causal":
+        is_causal = True
+    elif mask_kind == "fully_masked_rows":                    # some rows lose every key
+        mask = rng.random(lead + (s, tt)) < 0.5
+        mask[..., 0, :] = True
+    return q, k, v, mask, is_causal
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(case=attention_case(), seed=seeds)
+def test_sdpa_vs_torch(dtype, case, seed):
+    """Against torch.nn.functional.scaled_dot_product_attention, whose bool masks mean True = MAY
+    attend (the opposite of ours): we hand it ``~mask``. Fully masked rows give zeros on both sides."""
+    lead, s, tt, dh, dv, mask_kind, scale = case
+    rng = np.random.default_rng(seed)
+    q, k, v, mask, is_causal = _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype)
+    out, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+    g = randn(rng, out.shape, dtype)
+    dq, dk, dv_ = F.scaled_dot_product_attention_backward(g, cache)
+    check_dtypes(dtype, out=out, dq=dq, dk=dk, dv=dv_)
+
+    tmask = None if mask is None else (~mask if mask.dtype == np.bool_ else mask)   # torch: True = MAY attend
+    against_torch(dtype, {"out": out, "dq": dq, "dk": dk, "dv": dv_},
+                  lambda q, k, v, m: TF.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal,
+                                                                     scale=scale),
+                  {"q": q, "k": k, "v": v}, g, consts={"m": tmask})
+    assert np.isfinite(out).all() and np.isfinite(dq).all() and np.isfinite(dk).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(case=attention_case(), p=st.sampled_from([0.1, 0.5, 1.0]), seed=seeds)
+def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
+    """Attention dropout (mask replayed) and a mask combined with is_causal, against the twin's
+    ``attention`` (torch's SDPA cannot replay a dropout mask nor take both a mask and is_causal)."""
+    lead, s, tt, dh, dv, mask_kind, scale = case
+    rng = np.random.default_rng(seed)
+    q, k, v, mask, _ = _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype)
+    is_causal = bool(rng.integers(2))
+    out, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
+                                                        dropout_p=p, training=True, rng=np.random.default_rng(seed))
+    g = randn(rng, out.shape, dtype)
+    dq, dk, dv_ = F.scaled_dot_product_attention_backward(g, cache)
+    check_dtypes(dtype, out=out, dq=dq, dk=dk, dv=dv_)
+
+    def reference(q, k, v, m, keep):
+        add = None if m is None else R.additive_mask(m, q.dtype)
+        if is_causal:
+            c = R.additive_mask(R.causal_mask(s, tt), q.dtype)
+            add = c if add is None else add + c
+        return R.attention(q, k, v, add, dropout_p=p, training=True, dropout_mask=keep, scale=scale)[0]
+
+    against_torch(dtype, {"out": out, "dq": dq, "dk": dk, "dv": dv_}, reference, {"q": q, "k": k, "v": v}, g,
+                  consts={"m": mask, "keep": cache.dropout.mask})
+
+
+# ------------------------------------------------------------------------------------------------
+# multi-head attention (functional) vs torch.nn.functional.multi_head_attention_forward
+# ------------------------------------------------------------------------------------------------
+
+@st.composite
+def mha_case(draw):
+    b, s, h, dh = draw(st.integers(1, 3)), draw(small), draw(st.integers(1, 3)), draw(small)
+    cross = draw(st.booleans())
+    tt = draw(small) if cross else s
+    packed = draw(st.booleans()) if cross else True
+    kdim = draw(st.integers(1, 5)) if cross and not packed else h * dh
+    vdim = draw(st.integers(1, 5)) if cross and not packed else h * dh
+    masks = ("none", "is_causal", "causal_bool", "float", "padding", "per_head", "causal_bool+padding",
+             "float+padding", "padding_float") if not cross else ("none", "bool", "float", "padding", "per_head",
+                                                                  "per_head+padding")
+    return dict(b=b, s=s, t=tt, h=h, dh=dh, packed=packed, kdim=kdim, vdim=vdim, bias=draw(st.booleans()),
+                mask=draw(st.sampled_from(masks)), need_weights=draw(st.booleans()),
+                average=draw(st.booleans()), self_attn=not cross)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(c=mha_case(), seed=seeds)
+def test_multi_head_attention_functional_vs_torch(dtype, c, seed):
+    rng = np.random.default_rng(seed)
+    b, s, tt, h, d = c["b"], c["s"], c["t"], c["h"], c["h"] * c["dh"]
+    query = randn(rng, (b, s, d), dtype)
+    key = query if c["self_attn"] else randn(rng, (b, tt, c["kdim"]), dtype)
+    value = query if c["self_attn"] else randn(rng, (b, tt, c["vdim"]), dtype)
+    w = {}
+    if c["packed"]:
+        w["in_proj_weight"] = randn(rng, (3 * d, d), dtype, 0.5)
+    else:
+        w["q_proj_weight"] = randn(rng, (d, d), dtype, 0.5)
+        w["k_proj_weight"] = randn(rng, (d, c["kdim"]), dtype, 0.5)
+        w["v_proj_weight"] = randn(rng, (d, c["vdim"]), dtype, 0.5)
+    if c["bias"]:
+        w["in_proj_bias"] = randn(rng, (3 * d,), dtype, 0.5)
+        w["out_proj_bias"] = randn(rng, (d,), dtype, 0.5)
+    w["out_proj_weight"] = randn(rng, (d, d), dtype, 0.5)
+    am, kpm, is_causal = make_masks(c["mask"], b, h, s, tt, dtype, rng)
+
+    out, probs, cache = F.multi_head_attention_forward(query, key, value, h, attn_mask=am, key_padding_mask=kpm,
+                                                       is_causal=is_causal, **w)
+    g = randn(rng, out.shape, dtype)
+    dq, dk, dv, grads = F.multi_head_attention_backward(g, cache)
+    check_dtypes(dtype, out=out, probs=probs, dq=dq, dk=dk, dv=dv, **grads)
+
+    name_map = {"in_proj_weight": "in_proj_weight", "in_proj_bias": "in_proj_bias",
+                "q_proj_weight": "q_proj_weight", "k_proj_weight": "k_proj_weight",
+                "v_proj_weight": "v_proj_weight", "out_proj_weight": "out_proj.weight",
+                "out_proj_bias": "out_proj.bias"}
+    assert set(grads) == {name_map[n] for n in w}, f"gradient keys {sorted(grads)} for weights {sorted(w)}"
+    ours = {"out": out}
+    if c["need_weights"]:
+        ours["weights"] = probs.mean(axis=1) if c["average"] else probs
+    if c["self_attn"]:
+        ours["dx"] = dq + dk + dv                       # one input used as query, key and value
+        inputs = {"x": query}
+    else:
+        ours.update(dquery=dq, dkey=dk, dvalue=dv)
+        inputs = {"query": query, "key": key, "value": value}
+    ours.update({f"d{n}": grads[name_map[n]] for n in w})
+    inputs.update(w)
+    if is_causal:
+        am = R.causal_mask(s).numpy()                   # torch needs the mask along with the is_causal hint
+
+    def reference(am, kpm, x=None, query=None, key=None, value=None, **wt):
+        if x is not None:
+            query = key = value = x
+        # torch's functional is sequence-first: (S, B, D)
+        o, wts = TF.multi_head_attention_forward(
+            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d, h,
+            wt.get("in_proj_weight"), wt.get("in_proj_bias"), None, None, False, 0.0,
+            wt["out_proj_weight"], wt.get("out_proj_bias"), training=True, key_padding_mask=kpm,
+            need_weights=c["need_weights"], attn_mask=am, use_separate_proj_weight=not c["packed"],
+            q_proj_weight=wt.get("q_proj_weight"), k_proj_weight=wt.get("k_proj_weight"),
+            v_proj_weight=wt.get("v_proj_weight"), average_attn_weights=c["average"], is_causal=is_causal)
+        return o.transpose(0, 1), ({"weights": wts} if c["need_weights"] else {})
+
+    against_torch(dtype, ours, reference, inputs, g, consts={"am": am, "kpm": kpm})
+
+
+# ------------------------------------------------------------------------------------------------
+# masks
+# ------------------------------------------------------------------------------------------------
+
+@given(s=small, tt=small)
+def test_causal_mask_matches_torch(s, tt):
+    ours = F.causal_mask(s, tt)
+    # torch SDPA's is_causal (top-left aligned): allowed = tril(ones(S, T))
+    allowed = torch.ones(s, tt, dtype=torch.bool).tril().numpy()
+    np.testing.assert_array_equal(ours, ~allowed)
+    if s == tt:
+        gen = torch.nn.Transformer.generate_square_subsequent_mask(s, dtype=torch.float64).numpy()
+        np.testing.assert_array_equal(ours, np.isneginf(gen))
+
+
+def test_erf_erfc_vs_torch():
+    x = np.concatenate([np.linspace(-30, 30, 4001), np.random.default_rng(0).standard_normal(1000)])
+    xt = torch.from_numpy(x)
+    assert_close({"erf": (F.erf(x), torch.erf(xt)), "erfc": (F.erfc(x), torch.special.erfc(xt))})
+    # elementwise: erfc keeps relative accuracy deep in the tail
+    ref = torch.special.erfc(xt).numpy()
+    ok = ref > np.finfo(np.float64).tiny
+    rel = np.abs(F.erfc(x)[ok] - ref[ok]) / ref[ok]
+    assert rel.max() < 1e-14, f"erfc rel error {rel.max():.2e}"
+    assert math.isclose(float(F.erf(np.array(0.5))), math.erf(0.5), rel_tol=1e-15)
