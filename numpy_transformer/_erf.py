@@ -170,7 +170,47 @@ def erfc(x):
     return out
 
 
-_SQRT_HALF = 0.70710678118654752440
+_SQRT_HALF = 0.7071067811865476            # 1/sqrt(2) rounded to double ...
+_SQRT_HALF_LO = -4.833646656726457e-17      # ... and what the rounding lost
+_INV_SQRT_2PI = 0.3989422804014327
+_SPLIT = 134217729.0                        # 2**27 + 1, Dekker's splitter for doubles
+
+
+def _two_product(a, b):
+    """``a*b`` as an unevaluated sum ``p + e`` (Dekker): ``p = fl(a*b)`` and ``e`` its exact rounding error."""
+    p = a * b
+    t = a * _SPLIT
+    ah = t - (t - a)
+    al = a - ah
+    t = b * _SPLIT
+    bh = t - (t - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _phi_far(x):
+    """``Phi(x)`` for float64 ``x`` with ``|x/sqrt(2)| >= 0.84375``, keeping full relative accuracy in the
+    left tail.
+
+    There ``Phi(x) = erfc(w) / 2`` with ``w = -x/sqrt(2)`` large, and erfc's condition number is about
+    ``2 w**2``: the single rounding of ``w`` would cost ``x**2`` ulps (1000 ulps at x = -32). So ``w`` is
+    carried as a double-double ``wh + wl``, and fdlibm's tail formula gets the first-order corrections
+    ``exp(-2 wh wl)`` (in the exponent) and ``1 / (wh + wl) = (1 - wl/wh) / wh``.
+    """
+    p, e = _two_product(x, _SQRT_HALF)
+    wh = -p
+    wl = -(e + x * _SQRT_HALF_LO)
+    out = 0.5 * erfc(wh)
+    tail = (wh >= 1.25) & (wh < 28.0)
+    if tail.any():
+        h, l = wh[tail], wl[tail]
+        s = 1.0 / (h * h)
+        ratio = np.where(h < 1 / 0.35, _poly(_RA, s) / _poly(_SA, s), _poly(_RB, s) / _poly(_SB, s))
+        z = _truncate_low_bits(h)
+        r = np.exp(-z * z - 0.5625) * np.exp((z - h) * (z + h) - 2.0 * h * l + ratio) / h * (1.0 - l / h)
+        out[tail] = 0.5 * r
+    return out
 
 
 def _phi_chunk(out, x):
@@ -178,7 +218,8 @@ def _phi_chunk(out, x):
 
     Most activations satisfy ``|x/sqrt(2)| < 0.84375``, where ``erfc(-u) = 1 + u + u R(u**2)`` (fdlibm's
     first interval). That formula is evaluated on the whole chunk, without gathering; the few other
-    elements are then recomputed with the full :func:`erfc`. In place, so temporaries stay in cache.
+    elements are then recomputed by :func:`_phi_far` (in float64 also for float32 input). In place,
+    so temporaries stay in cache.
     """
     dt = x.dtype.type
     u = x * dt(_SQRT_HALF)                                     # u = x / sqrt(2)
@@ -201,14 +242,34 @@ def _phi_chunk(out, x):
     out += dt(0.5)                                             # (1 + erf(u)) / 2
     far = np.flatnonzero(~(np.abs(u) < 0.84375))               # NaN lands here too
     if far.size:
-        out[far] = dt(0.5) * erfc(-u[far])
+        out[far] = _phi_far(x[far].astype(np.float64))
+
+
+def _pdf_chunk(out, x):
+    """``out[:] = phi(x) = exp(-x**2/2) / sqrt(2 pi)``, accurate also where ``x**2`` is large.
+
+    ``exp`` multiplies the relative error of its argument by the argument's size, so for ``|x| > 2``
+    the square is formed exactly: ``x = xh + xl`` with ``xh`` holding the high half of the mantissa
+    (``xh**2`` is exact), and ``exp(-x**2/2) = exp(-xh**2/2) exp(-(2 xh xl + xl**2)/2)``.
+    """
+    dt = x.dtype.type
+    np.multiply(x, x, out=out)
+    out *= dt(-0.5)
+    np.exp(out, out=out)
+    out *= dt(_INV_SQRT_2PI)
+    far = np.flatnonzero(~(np.abs(x) <= 2.0))
+    if far.size:
+        xf = x[far].astype(np.float64)
+        xh = _truncate_low_bits(xf)
+        xl = xf - xh
+        out[far] = np.exp(-0.5 * xh * xh) * np.exp(-0.5 * (2.0 * xh * xl + xl * xl)) * _INV_SQRT_2PI
 
 
 def phi(x):
     """Standard normal CDF ``Phi(x) = erfc(-x / sqrt(2)) / 2``, elementwise, same dtype as ``x``.
 
-    Accurate to a few ulp everywhere (``erfc`` keeps the left tail's relative accuracy). Large arrays
-    are processed in cache-sized chunks on the thread pool of :mod:`numpy_transformer._parallel`.
+    Accurate to a few ulp everywhere, the left tail included. Large arrays are processed in
+    cache-sized chunks on the thread pool of :mod:`numpy_transformer._parallel`.
     """
     from ._parallel import map_chunks
     x = np.ascontiguousarray(_as_float_array(x))

@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._erf import _phi_chunk, erf, erfc
+from ._erf import _pdf_chunk, _phi_chunk, erf, erfc
 from ._parallel import map_chunks
 
 __all__ = [
@@ -290,12 +290,9 @@ def _gelu_exact_chunk(out, x):
 
 
 def _gelu_exact_grad_chunk(out, x, dout):
-    dt = x.dtype.type
     _phi_chunk(out, x)                                           # Phi(x)
-    pdf = np.multiply(x, x)
-    pdf *= dt(-0.5)
-    np.exp(pdf, out=pdf)
-    pdf *= dt(_INV_SQRT_2PI)                                     # phi(x) = exp(-x**2/2) / sqrt(2 pi)
+    pdf = np.empty_like(x)
+    _pdf_chunk(pdf, x)                                           # phi(x) = exp(-x**2/2) / sqrt(2 pi)
     pdf *= x
     out += pdf                                                   # Phi(x) + x phi(x)
     out *= dout
