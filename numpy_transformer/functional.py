@@ -763,9 +763,9 @@ def _mask_block(mask, r0, r1, c0, c1):
     return mask[..., rows, cols]
 
 
-def _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1):
-    """Scores of one tile: ``q_blk k_blk^T * scale + mask``, causal entries set to -inf.  (..., bq, bk)"""
-    s = (q_blk * _scalar(scale, q_blk.dtype)) @ np.swapaxes(k_blk, -1, -2)            # (..., bq, bk)
+def _score_block(q_scaled, k_blk, mask, is_causal, r0, r1, c0, c1):
+    """Scores of one tile: ``(q * scale) k_blk^T + mask``, causal entries set to -inf.  (..., bq, bk)"""
+    s = q_scaled @ np.swapaxes(k_blk, -1, -2)                                          # (..., bq, bk)
     if mask is not None:
         s += _mask_block(mask, r0, r1, c0, c1)
     if is_causal and c1 - 1 > r0:                     # some column of the tile lies above the diagonal
@@ -831,21 +831,24 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
         keep_scale = _scalar(1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0, q.dtype)
     for r0 in range(0, s_len, block_q):
         r1 = min(r0 + block_q, s_len)
-        q_blk = q[..., r0:r1, :]                                                         # (..., bq, Dh)
+        q_scaled = q[..., r0:r1, :] * _scalar(scale, q.dtype)                            # (..., bq, Dh)
         m = np.full(lead + (r1 - r0, 1), -np.inf, dtype=q.dtype)                         # running max
         l = np.zeros(lead + (r1 - r0, 1), dtype=q.dtype)                                 # running sum
         acc = np.zeros(lead + (r1 - r0, v.shape[-1]), dtype=q.dtype)                     # running output
         for c0 in range(0, t_len if not is_causal else min(t_len, r1), block_k):
             c1 = min(c0 + block_k, t_len)
-            s = _score_block(q_blk, k[..., c0:c1, :], mask, is_causal, scale, r0, r1, c0, c1)  # (..., bq, bk)
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))                         # (..., bq, 1)
+            p = _score_block(q_scaled, k[..., c0:c1, :], mask, is_causal, r0, r1, c0, c1)  # (..., bq, bk)
+            m_new = np.maximum(m, p.max(axis=-1, keepdims=True))                         # (..., bq, 1)
             m_safe = np.where(np.isneginf(m_new), _scalar(0, q.dtype), m_new)            # all -inf so far
-            p = np.exp(s - m_safe)                                                       # (..., bq, bk)
+            p -= m_safe
+            np.exp(p, out=p)                                                             # exp(s - m')
             correction = np.exp(m - m_safe)                                              # (..., bq, 1)
-            l = l * correction + p.sum(axis=-1, keepdims=True)                         # undropped sum
+            l *= correction
+            l += p.sum(axis=-1, keepdims=True)                                           # undropped sum
             if dropout is not None:
                 p *= _tile_dropout(dropout, gen, r0, r1, c0, c1, p.shape) * keep_scale
-            acc = acc * correction + p @ v[..., c0:c1, :]                                # (..., bq, Dv)
+            acc *= correction
+            acc += p @ v[..., c0:c1, :]                                                  # (..., bq, Dv)
             m = m_new
         empty = l == 0                                                                   # every key masked
         out[..., r0:r1, :] = np.where(empty, _scalar(0, q.dtype), acc / np.where(empty, 1, l))
@@ -881,20 +884,23 @@ def flash_attention_backward(dout, cache):
     for r0 in range(0, s_len, block_q):
         r1 = min(r0 + block_q, s_len)
         q_blk, do_blk = q[..., r0:r1, :], dout[..., r0:r1, :]
+        q_scaled = q_blk * c                                                             # (..., bq, Dh)
         for c0 in range(0, t_len if not is_causal else min(t_len, r1), block_k):
             c1 = min(c0 + block_k, t_len)
             k_blk, v_blk = k[..., c0:c1, :], v[..., c0:c1, :]
-            s = _score_block(q_blk, k_blk, mask, is_causal, scale, r0, r1, c0, c1)    # (..., bq, bk)
-            p = np.exp(s - lse_safe[..., r0:r1, :])                                      # (..., bq, bk)
-            dp = do_blk @ np.swapaxes(v_blk, -1, -2)                                     # (..., bq, bk)
+            p = _score_block(q_scaled, k_blk, mask, is_causal, r0, r1, c0, c1)           # (..., bq, bk)
+            p -= lse_safe[..., r0:r1, :]
+            np.exp(p, out=p)                                                             # exact probabilities
+            ds = do_blk @ np.swapaxes(v_blk, -1, -2)                                     # (..., bq, bk) = dPd
             if dropout is None:
                 dv[..., c0:c1, :] += np.swapaxes(p, -1, -2) @ do_blk                     # (..., bk, Dv)
             else:
                 keep = _tile_dropout(dropout, gen, r0, r1, c0, c1, p.shape) * keep_scale
                 dv[..., c0:c1, :] += np.swapaxes(p * keep, -1, -2) @ do_blk
-                dp *= keep
-            ds = p * (dp - delta[..., r0:r1, :])                                         # (..., bq, bk)
-            ds *= c
+                ds *= keep
+            ds -= delta[..., r0:r1, :]
+            ds *= p
+            ds *= c                                                                      # c dA
             dq[..., r0:r1, :] += ds @ k_blk                                              # (..., bq, Dh)
             dk[..., c0:c1, :] += np.swapaxes(ds, -1, -2) @ q_blk                         # (..., bk, Dh)
     return dq, dk, dv
