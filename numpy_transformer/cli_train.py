@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from .checkpoint import CheckpointError, load_checkpoint
+from .checkpoint import load_checkpoint
 from .data import TASKS
 from .optim import OPTIMIZERS
 from .training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate

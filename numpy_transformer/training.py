@@ -17,7 +17,6 @@ checkpoint stores the optimizer state, the batcher's state and every dropout gen
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 
@@ -68,7 +67,7 @@ class TrainConfig:
     clip: float = 1.0
     label_smoothing: float = 0.0
     batch_size: int = 32
-    steps: int = 1500
+    steps: int = 1000
     seed: int = 0
 
     # what a resumed run must share with its checkpoint (everything but the step budget)
@@ -343,7 +342,3 @@ def evaluate(model, src, tgt, criterion=None, max_examples=None, batch_size=250)
     finally:
         model.train(was)
     return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), seq_correct / max(n, 1), n)
-
-
-def config_json(config):
-    return json.dumps(config.to_dict(), sort_keys=True)
