@@ -61,11 +61,12 @@ def blas_limit(b, s, dtype, repeats=7):
     return 2 * b * s * D * F / np.median(times) / 1e9
 
 
-def build(b, s, dtype, activation, torch):
+def build(b, s, dtype, activation, torch, attention="standard"):
     tdt = torch.float32 if dtype == np.float32 else torch.float64
     torch.manual_seed(0)
     tl = torch.nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, batch_first=True, dtype=tdt)
-    ours = nt.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, dtype=dtype, seed=0)
+    ours = nt.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, dtype=dtype, seed=0,
+                                      attention=attention, block_size=256)
     ours.load_state_dict({k: v.detach().numpy() for k, v in tl.state_dict().items()})
     rng = np.random.default_rng(1)
     x = rng.standard_normal((b, s, D)).astype(dtype)
@@ -121,8 +122,8 @@ import torch
 torch.set_num_threads(threads)
 sys.path.insert(0, os.path.join({root!r}, "benchmarks"))
 from bench_layer import build
-steps = build(b, s, np.dtype(dtype).type, act, torch)
-step = steps[0] if side == "numpy" else steps[1]
+steps = build(b, s, np.dtype(dtype).type, act, torch, "tiled" if side == "numpy-tiled" else "standard")
+step = steps[1] if side == "torch" else steps[0]
 def status(key):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
@@ -143,6 +144,37 @@ def peak_memory(side, b, s, dtype, activation, threads):
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     return int(out.stdout.strip().splitlines()[-1])
+
+
+def build_training_step(b, s, dtype, vocab=10000, torch=None):
+    """One training step of ``nt.TransformerModel`` (seed configuration: D 512, 8 heads, F 2048,
+    1 layer) and of its torch twin: forward, cross-entropy, backward, Adam step."""
+    from reference_torch.model import to_torch
+    model = nt.TransformerModel(vocab, d_model=D, nhead=H, num_layers=1, dim_feedforward=F, dropout=0.0,
+                                dtype=dtype, seed=0)
+    twin = to_torch(model)
+    twin.train()
+    crit = nt.CrossEntropyLoss()
+    opt = nt.optim.Adam(model.parameters(), lr=1e-4)
+    topt = torch.optim.Adam(twin.parameters(), lr=1e-4)
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, vocab, size=(b, s))
+    tgt = rng.integers(0, vocab, size=(b, s))
+    tids, ttgt = torch.from_numpy(ids), torch.from_numpy(tgt)
+
+    def ours_step():
+        opt.zero_grad()
+        crit(model(ids), tgt)
+        model.backward(crit.backward())
+        opt.step()
+
+    def torch_step():
+        topt.zero_grad()
+        logits = twin(tids)
+        torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ttgt.reshape(-1)).backward()
+        topt.step()
+
+    return ours_step, torch_step
 
 
 def tiled_vs_standard(seq=4096, heads=8, dh=64, block=256, repeats=3):
@@ -217,6 +249,29 @@ def main(argv=None):
                       f"{ratio:>6.2f} | {row['fwd_ms']:>7.1f} {row['torch_fwd_ms']:>7.1f} {f_ratio:>6.2f} | "
                       f"{gflops:>8.1f} {limit:>7.1f} {row['pct_blas']:>5.0f}% | {memtxt}", flush=True)
     result = {"machine": machine, "threads": args.threads, "layers": rows}
+
+    print("\ntraining step of nt.TransformerModel (V 10000, D 512, 8 heads, F 2048, 1 layer, Adam) vs its torch twin")
+    steps = []
+    for b, s in shapes:
+        for dtype in (np.float32, np.float64):
+            ours_step, torch_step = build_training_step(b, s, dtype, torch=torch)
+            t_ours, t_torch, ratio = interleaved(ours_step, torch_step, args.warmup, repeats)
+            steps.append(dict(B=b, S=s, dtype=np.dtype(dtype).name, ms=t_ours * 1e3, torch_ms=t_torch * 1e3,
+                              ratio=ratio))
+            print(f"  B={b:>2} S={s:>3} {np.dtype(dtype).name:<8} {t_ours * 1e3:8.1f} ms   torch {t_torch * 1e3:8.1f} ms"
+                  f"   ratio {ratio:.2f}", flush=True)
+    result["training_step"] = steps
+
+    if not args.no_memory:
+        print("\npeak memory of a layer training step (MB, float32, relu): standard attention, tiled attention, torch")
+        mem_rows = []
+        for b, s in shapes:
+            std = peak_memory("numpy", b, s, np.float32, "relu", args.threads) / 2**20
+            tiled = peak_memory("numpy-tiled", b, s, np.float32, "relu", args.threads) / 2**20
+            ref = peak_memory("torch", b, s, np.float32, "relu", args.threads) / 2**20
+            mem_rows.append(dict(B=b, S=s, standard_mb=std, tiled_mb=tiled, torch_mb=ref))
+            print(f"  B={b:>2} S={s:>3}   standard {std:7.1f}   tiled {tiled:7.1f}   torch {ref:7.1f}", flush=True)
+        result["memory"] = mem_rows
     if not args.no_tiled:
         tiled = tiled_vs_standard(seq=1024 if args.quick else 4096)
         result["tiled_attention"] = tiled

@@ -659,10 +659,9 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         causal_only = is_causal and attn_mask is None       # let the tiles skip the upper triangle
         mask = merge_masks(None if causal_only else attn_mask, key_padding_mask, False if causal_only else is_causal,
                            b, num_heads, s, t, query.dtype)
-        out_heads, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only,
-                                                  block_q=block_size, block_k=block_size, dropout_p=dropout_p,
-                                                  training=training, rng=rng, dropout_mask=dropout_mask)
-        ctx_heads[...] = out_heads
+        _, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only, block_q=block_size,
+                                          block_k=block_size, dropout_p=dropout_p, training=training, rng=rng,
+                                          dropout_mask=dropout_mask, out=ctx_heads)
         probs = None
     elif attention == "standard":
         mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
@@ -706,11 +705,7 @@ def multi_head_attention_backward(dout, cache):
     if fused:
         dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)
         views = tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))    # 3 x (B, H, S, Dh)
-        if attention_backward is scaled_dot_product_attention_backward:
-            attention_backward(dctx_heads, attn, out=views)
-        else:
-            for view, g in zip(views, attention_backward(dctx_heads, attn)):
-                view[...] = g
+        attention_backward(dctx_heads, attn, out=views)
         dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
         x, w, has_bias = in_lin
         x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
@@ -782,7 +777,7 @@ def _tile_dropout(dropout, gen, r0, r1, c0, c1, shape):
 
 
 def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, block_q=128, block_k=128,
-                            dropout_p=0.0, training=True, rng=None, dropout_mask=None):
+                            dropout_p=0.0, training=True, rng=None, dropout_mask=None, out=None):
     """Attention by tiles with an online softmax: memory O(S) instead of O(S*T).
 
     Same result as :func:`scaled_dot_product_attention_forward` (without dropout). For each block of
@@ -809,6 +804,8 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
         backward (same tiles, same order), so no (S, T) mask is ever stored.
     dropout_mask : ndarray of bool, optional
         A full (..., S, T) keep-mask to slice tiles from instead (for tests against the standard path).
+    out : ndarray, shape (..., S, Dv), optional
+        Where to write the output (e.g. a head-transposed view of the merged-heads buffer).
 
     Returns
     -------
@@ -821,7 +818,8 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     mask = None if attn_mask is None else _additive(attn_mask, q.dtype)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    out = np.empty(lead + (s_len, v.shape[-1]), dtype=q.dtype)                          # (..., S, Dv)
+    if out is None:
+        out = np.empty(lead + (s_len, v.shape[-1]), dtype=q.dtype)                      # (..., S, Dv)
     lse = np.empty(lead + (s_len,), dtype=q.dtype)                                      # (..., S)
     dropout, gen = None, None
     if training and dropout_p > 0.0:
@@ -856,7 +854,7 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
     return out, FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout)
 
 
-def flash_attention_backward(dout, cache):
+def flash_attention_backward(dout, cache, out=None):
     """Backward of tiled attention, recomputing each probability tile from the saved log-sum-exp.
 
     With ``P = exp(s - lse)`` (exact softmax probabilities, recomputed tile by tile) the standard
@@ -868,19 +866,25 @@ def flash_attention_backward(dout, cache):
     ``dv = Pd^T dout`` and ``dP = (dout v^T) * keep / (1-p)``; the tiles' keep-masks are replayed from
     the forward's seed in the forward's order.
     Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
+    ``out``, optional, gives three arrays to accumulate ``(dq, dk, dv)`` into (they are zeroed first).
     """
-    q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout = cache
+    q, k, v, o, lse, mask, is_causal, scale, block_q, block_k, dropout = cache
     gen = None
     if dropout is not None:
         gen = None if dropout[1] is None else np.random.default_rng(dropout[1])
         keep_scale = _scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
     s_len, t_len = q.shape[-2], k.shape[-2]
     c = _scalar(scale, q.dtype)
-    delta = np.sum(dout * out, axis=-1, keepdims=True)                                   # (..., S, 1)
+    delta = np.sum(dout * o, axis=-1, keepdims=True)                                     # (..., S, 1)
     lse_safe = np.where(np.isneginf(lse), _scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
-    dq = np.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
-    dk = np.zeros(dq.shape[:-2] + k.shape[-2:], dtype=q.dtype)
-    dv = np.zeros(dq.shape[:-2] + v.shape[-2:], dtype=q.dtype)
+    if out is None:
+        dq = np.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
+        dk = np.zeros(dq.shape[:-2] + k.shape[-2:], dtype=q.dtype)
+        dv = np.zeros(dq.shape[:-2] + v.shape[-2:], dtype=q.dtype)
+    else:
+        dq, dk, dv = out
+        for g in out:
+            g[...] = 0
     for r0 in range(0, s_len, block_q):
         r1 = min(r0 + block_q, s_len)
         q_blk, do_blk = q[..., r0:r1, :], dout[..., r0:r1, :]
