@@ -8,6 +8,18 @@ Usage::
         model.backward(dy)
     print(t.table())          # one row per sub-layer and direction, abnormal values flagged
     t.problems()              # just the flagged rows
+    t.first_nonfinite()       # the sub-layer where NaN/inf first appeared, or None
+    print(t.report())         # a summary line and the flagged rows (what ``train --trace-every`` prints)
+
+Three phases are recorded: ``forward`` (each sub-layer's output, and inside attention the head split,
+the scores and the softmax), ``backward`` (the gradient each sub-layer returns for its input) and
+``parameter`` (each parameter's accumulated gradient, recorded when the block ends if a backward ran
+in it).
+
+Health checks (a record's ``flag``): embedding std far from 1 (the ``sqrt(d_model)`` scale missing),
+positional encoding whose position 0 is not ``sin(0)=0, cos(0)=1``, attention scores outside
+``[-10, 10]`` (the ``1/sqrt(Dh)`` scale missing), softmax rows not summing to 1, NaN or inf (the
+first record holding one says so), a gradient exactly zero, a gradient entry above ``EXPLODING_GRAD``.
 
 Kept off the hot path: modules call :func:`active` (one global lookup) before recording anything.
 """
@@ -30,7 +42,8 @@ EXPLODING_GRAD = 1e4          # a gradient entry larger than this is flagged as 
 
 @dataclass
 class Record:
-    """Statistics of one traced array. ``phase`` is "forward" or "backward"; ``flag`` names a problem."""
+    """Statistics of one traced array. ``phase`` is "forward", "backward" or "parameter"; ``flag`` names
+    a problem (empty when the values look healthy)."""
     name: str
     phase: str
     shape: tuple
@@ -47,6 +60,7 @@ class Record:
 class Trace:
     """The records of one ``with nt.trace(...)`` block, in execution order."""
     records: List[Record] = field(default_factory=list)
+    backward_modules: list = field(default_factory=list, repr=False)   # whose backward ran, in order
 
     def add(self, name, array, phase="forward", note="", flag=""):
         a = np.asarray(array)
@@ -58,9 +72,10 @@ class Trace:
         else:
             stats = (float("nan"),) * 4
         if n_bad:
-            flag = _join(flag, f"{n_bad} NaN/inf values")
+            first = self.first_nonfinite() is None
+            flag = _join(flag, f"{n_bad} NaN/inf values" + (" (first NaN/inf of this trace)" if first else ""))
         record = Record(name, phase, tuple(a.shape), str(a.dtype), *stats, note, flag)
-        if phase == "backward" and a.size and not n_bad:
+        if phase in ("backward", "parameter") and a.size and not n_bad:
             if stats[2] == 0.0 and stats[3] == 0.0:
                 record.flag = _join(record.flag, "gradient exactly zero")
             elif max(abs(stats[2]), abs(stats[3])) > EXPLODING_GRAD:
@@ -79,6 +94,38 @@ class Trace:
                 return f"{r.name} ({r.phase})"
         return None
 
+    def summary(self):
+        """One line: how many records per phase, how many flagged, where NaN/inf first appeared."""
+        counts = {}
+        for r in self.records:
+            counts[r.phase] = counts.get(r.phase, 0) + 1
+        parts = ", ".join(f"{n} {phase}" for phase, n in counts.items()) or "nothing recorded"
+        bad = self.problems()
+        line = f"{len(self.records)} records ({parts}); "
+        line += f"{len(bad)} flagged" if bad else "no problems"
+        first = self.first_nonfinite()
+        if first:
+            line += f"; NaN/inf first appears at {first}"
+        return line
+
+    def report(self, max_problems=20):
+        """The summary line, then one line per flagged record (at most ``max_problems``)."""
+        bad = self.problems()
+        lines = [self.summary()]
+        for r in bad[:max_problems]:
+            lines.append(f"  !! {r.name} ({r.phase}) {r.shape}: {r.flag}")
+        if len(bad) > max_problems:
+            lines.append(f"  ... and {len(bad) - max_problems} more flagged records")
+        return "\n".join(lines)
+
+    def to_dicts(self):
+        """The records as plain dicts (JSON-serialisable; NaN statistics become None)."""
+        def num(x):
+            return x if np.isfinite(x) else None
+        return [dict(name=r.name, phase=r.phase, shape=list(r.shape), dtype=r.dtype, mean=num(r.mean),
+                     std=num(r.std), min=num(r.min), max=num(r.max), note=r.note, flag=r.flag)
+                for r in self.records]
+
     def table(self, phase=None):
         """The records (optionally one phase only) as an aligned text table, flags in the last column."""
         width = max([44] + [len(r.name) + 1 for r in self.records])
@@ -89,9 +136,12 @@ class Trace:
             if phase is not None and r.phase != phase:
                 continue
             note = _join(r.note, f"!! {r.flag}" if r.flag else "")
-            rows.append(f"{r.name:<{width}} {'fwd' if r.phase == 'forward' else 'bwd':<4} {str(r.shape):<18} "
+            rows.append(f"{r.name:<{width}} {_DIR.get(r.phase, r.phase[:4]):<4} {str(r.shape):<18} "
                         f"{r.dtype:<8} {r.mean:>10.4f} {r.std:>10.4f} {r.min:>10.4f} {r.max:>10.4f}  {note}")
         return "\n".join(rows)
+
+
+_DIR = {"forward": "fwd", "backward": "bwd", "parameter": "grad"}
 
 
 def _join(a, b):
@@ -106,8 +156,38 @@ def _name(module):
     return getattr(module, "_trace_name", None) or type(module).__name__
 
 
-def record_forward(module, out):
-    """Called by ``Module.__call__``: the module's output, with the checks that apply to its kind."""
+def _embedding_flag(out):
+    lo, hi = EMBEDDING_STD_RANGE
+    std = float(np.std(out)) if out.size else 1.0
+    if not lo <= std <= hi:
+        return f"embedding std {std:.3g} far from 1 (missing the sqrt(d_model) scale?)"
+    return ""
+
+
+def _position_flag(module, out, args):
+    """Position 0 must add sin(0)=0 to even and cos(0)=1 to odd features: checked on the table and on
+    what the forward actually added (``out - x`` at position 0), so an off-by-one slice is caught too."""
+    pe = getattr(module, "pe", None)
+    expect = np.zeros(out.shape[-1])
+    expect[1::2] = 1.0                                                        # sin(0), cos(0), sin(0), ...
+    if pe is not None and pe.ndim == 2 and pe.shape[-1] == out.shape[-1]:
+        if not np.allclose(pe[0], expect, rtol=0, atol=1e-6):
+            return "position 0 does not start at sin(0)=0, cos(0)=1 (table row 0 is wrong)"
+    x = args[0] if args else None
+    if isinstance(x, np.ndarray) and x.shape == out.shape:
+        added = out[:, 0, :].astype(np.float64) - x[:, 0, :]                  # (B, D)
+        tol = 1e-6 + 4 * np.finfo(out.dtype).eps * (1 + np.abs(x[:, 0, :]).max())
+        finite = np.isfinite(added).all(axis=-1)
+        if finite.any() and np.abs(added[finite] - expect).max() > tol:
+            return "position 0 does not start at sin(0)=0, cos(0)=1 (the forward adds another row at position 0)"
+    return ""
+
+
+def record_forward(module, out, args=()):
+    """Called by ``Module.__call__``: the module's output, with the checks that apply to its kind.
+
+    ``args`` are the forward's positional arguments (the positional encoding's check compares its
+    output with its input)."""
     if isinstance(out, tuple):
         out = out[0]
     if not isinstance(out, np.ndarray):
@@ -115,18 +195,24 @@ def record_forward(module, out):
     kind = type(module).__name__
     flag = ""
     if kind == "TokenEmbedding":
-        lo, hi = EMBEDDING_STD_RANGE
-        std = float(out.std()) if out.size else 1.0
-        if not lo <= std <= hi:
-            flag = f"embedding std {std:.3g} far from 1 (missing the sqrt(d_model) scale?)"
-    elif kind == "PositionalEncoding" and out.ndim == 3 and out.shape[1] and hasattr(module, "pe"):
-        if module.pe[0, 0] != 0 or (module.pe.shape[1] > 1 and module.pe[0, 1] != 1):
-            flag = "position 0 does not start at sin(0)=0, cos(0)=1"
+        flag = _embedding_flag(out)
+    elif kind == "PositionalEncoding" and out.ndim == 3 and out.shape[1]:
+        flag = _position_flag(module, out, args)
     _ACTIVE.add(_name(module), out, "forward", flag=flag)
+
+
+def record_embedding(module, out, name=None):
+    """A scaled token embedding computed outside a :class:`TokenEmbedding` (``TransformerModel`` scales
+    its ``embed`` lookup itself): recorded as ``"<embed> * sqrt(d_model)"`` with the std check."""
+    if not isinstance(out, np.ndarray):
+        return
+    name = name or f"{_name(module)} * sqrt(d_model)"
+    _ACTIVE.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
 
 
 def record_backward(module, grad):
     """Called after each module's ``backward``: the gradient it returns (for its first input)."""
+    _ACTIVE.backward_modules.append(module)
     if isinstance(grad, tuple):
         grad = next((g for g in grad if isinstance(g, np.ndarray)), None)
     if isinstance(grad, np.ndarray):
@@ -173,14 +259,36 @@ def trace(*modules):
     Yields
     ------
     Trace
-        ``records``, ``table()``, ``problems()`` and ``first_nonfinite()``.
+        ``records``, ``table()``, ``problems()``, ``first_nonfinite()``, ``summary()``, ``report()``.
+        When the block ends, if a backward ran in it, every parameter gradient is recorded too
+        (phase "parameter").
     """
     global _ACTIVE
     for root in modules:
         for name, m in root.named_modules():
             object.__setattr__(m, "_trace_name", name or type(root).__name__)
     previous, _ACTIVE = _ACTIVE, Trace()
+    current = _ACTIVE
     try:
-        yield _ACTIVE
+        yield current
     finally:
         _ACTIVE = previous
+        _record_parameters(current, modules)
+
+
+def _record_parameters(t, roots):
+    """After a block in which a backward ran: every parameter's gradient (phase "parameter"), in the
+    roots' order (or, with no roots, of the modules whose backward ran), each parameter once."""
+    if not t.backward_modules:
+        return
+    seen = set()
+    if roots:
+        named = ((f"{type(r).__name__}.{n}" if len(roots) > 1 else n, p)
+                 for r in roots for n, p in r.named_parameters())
+    else:
+        named = (pair for m in t.backward_modules for pair in m.named_parameters(prefix=_name(m)))
+    for name, p in named:
+        if id(p) in seen or p.grad is None:
+            continue
+        seen.add(id(p))
+        t.add(name, p.grad, "parameter", note="d parameter")

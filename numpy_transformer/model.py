@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from . import _trace
 from ._checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_probability
 from .nn import (Dropout, Embedding, LayerNorm, Linear, Module, PositionalEncoding, TransformerEncoder,
                  TransformerEncoderLayer)
@@ -129,6 +130,8 @@ class TransformerModel(Module):
         b, s = ids.shape
         src_key_padding_mask = check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], self.dtype)
         x = self.embed(ids) * self.scale                                         # (B, S, D)
+        if _trace.active():
+            _trace.record_embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
         if self.pos_kind == "learned":
             x = x + self.pos_embed(np.arange(s))                                 # (B, S, D) + (S, D)
         else:

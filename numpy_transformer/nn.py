@@ -129,7 +129,7 @@ class Module:
     def __call__(self, *args, **kwargs):
         out = self.forward(*args, **kwargs)
         if _trace.active():
-            _trace.record_forward(self, out)
+            _trace.record_forward(self, out, args)
         return out
 
     def forward(self, *args, **kwargs):  # pragma: no cover - abstract

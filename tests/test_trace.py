@@ -1,0 +1,250 @@
+"""Trace mode (``nt.trace``): it covers every stage of a whole model on the forward, the backward and
+the parameter gradients, changes nothing, and each of the seed design's health checks fires when its
+abnormal case is provoked (and only then)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer import functional as F
+
+V, D, S, B = 20, 16, 8, 3
+
+
+def _model(pos="sinusoidal", norm_first=False, d_model=D, nhead=2, layers=2, dtype=np.float32, seed=0):
+    return nt.TransformerModel(vocab_size=V, d_model=d_model, nhead=nhead, num_layers=layers,
+                               dim_feedforward=32, dropout=0.1, max_len=S, pos_encoding=pos,
+                               norm_first=norm_first, dtype=dtype, seed=seed)
+
+
+def _ids(seed=1):
+    return np.random.default_rng(seed).integers(0, V, size=(B, S))
+
+
+def _run(model, ids=None, dlogits_scale=1.0, dlogits=None):
+    """One traced forward + backward with a random upstream gradient; returns the Trace."""
+    ids = _ids() if ids is None else ids
+    with nt.trace(model) as t:
+        y = model(ids)
+        if dlogits is None:
+            dlogits = np.random.default_rng(2).standard_normal(y.shape).astype(y.dtype) * y.dtype.type(dlogits_scale)
+        model.backward(dlogits)
+    return t
+
+
+def _names(t, phase):
+    return [r.name for r in t.records if r.phase == phase]
+
+
+def _flags(t, needle):
+    return [f"{r.name} ({r.phase})" for r in t.records if needle in r.flag]
+
+
+# -- coverage ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pos,norm_first", [("sinusoidal", False), ("learned", True)])
+def test_trace_covers_the_whole_model(pos, norm_first):
+    model = _model(pos, norm_first)
+    t = _run(model)
+    fwd, bwd, par = _names(t, "forward"), _names(t, "backward"), _names(t, "parameter")
+    assert fwd[:2] == ["embed", "embed * sqrt(d_model)"]
+    assert ("pos_encoding" if pos == "sinusoidal" else "pos_embed") in fwd
+    for i in range(2):
+        p = f"encoder.layers.{i}"
+        for sub in ("self_attn.q (heads)", "self_attn.k (heads)", "self_attn.v (heads)",
+                    "self_attn.scores (q k^T / sqrt(Dh))", "self_attn.softmax", "self_attn", "dropout1",
+                    "norm1", "linear1", "activation", "dropout", "linear2", "dropout2", "norm2"):
+            assert f"{p}.{sub}" in fwd, f"{p}.{sub}"
+            if "(" not in sub and sub != "self_attn.softmax":
+                assert f"{p}.{sub}" in bwd, f"{p}.{sub} (backward)"
+        assert p in fwd and p in bwd
+    assert fwd[-2:] == ["head", "TransformerModel"]
+    assert bwd[0] == "head"
+    assert "embed.weight" in bwd
+    if norm_first:
+        assert "encoder.norm" in fwd and "encoder.norm" in bwd
+    # every parameter's gradient, in the model's order, once
+    assert par == [n for n, _ in model.named_parameters()]
+    shapes = {r.name: r.shape for r in t.records if r.phase == "forward"}
+    assert shapes["encoder.layers.0.self_attn.q (heads)"] == (B, 2, S, D // 2)
+    assert shapes["encoder.layers.0.self_attn.scores (q k^T / sqrt(Dh))"] == (B, 2, S, S)
+    assert shapes["head"] == (B, S, V)
+    assert t.problems() == [], t.report()
+    assert t.first_nonfinite() is None
+    assert "no problems" in t.summary()
+
+
+def test_trace_records_statistics_exactly():
+    model = _model(dtype=np.float64)
+    ids = _ids()
+    with nt.trace(model) as t:
+        model.eval()
+        y = model(ids)
+    r = next(r for r in t.records if r.name == "head")
+    assert (r.shape, r.dtype) == (y.shape, "float64")
+    assert (r.mean, r.std, r.min, r.max) == (y.mean(), y.std(), y.min(), y.max())
+    assert _names(t, "parameter") == []                  # no backward ran: no gradient records
+
+
+def test_trace_changes_nothing():
+    """The same weights, dropout masks and gradients bit for bit, traced or not."""
+    results = []
+    for traced in (False, True):
+        model = _model(seed=3)
+        ids = _ids()
+        dy = np.random.default_rng(2).standard_normal((B, S, V)).astype(np.float32)
+        if traced:
+            with nt.trace(model):
+                y = model(ids)
+                model.backward(dy)
+        else:
+            y = model(ids)
+            model.backward(dy)
+        results.append((y, [p.grad.copy() for p in model.parameters()]))
+    (y0, g0), (y1, g1) = results
+    assert np.array_equal(y0, y1)
+    assert all(np.array_equal(a, b) for a, b in zip(g0, g1))
+
+
+def test_trace_without_roots_and_on_a_single_layer():
+    layer = nt.TransformerEncoderLayer(16, 4, 32, dropout=0.0, seed=0)
+    x = np.random.default_rng(0).standard_normal((2, 5, 16)).astype(np.float32)
+    with nt.trace() as t:
+        y = layer(x)
+        layer.backward(np.ones_like(y))
+    assert any(r.name.endswith("softmax") for r in t.records)
+    assert {r.phase for r in t.records} == {"forward", "backward", "parameter"}
+    assert len(_names(t, "parameter")) == len(layer.parameters())
+    table = t.table()
+    assert " fwd " in table and " bwd " in table and " grad " in table
+    json.dumps(t.to_dicts())                             # JSON-serialisable
+
+
+# -- health checks, each provoked ------------------------------------------------------------------------
+
+def test_flags_missing_embedding_scale_in_the_model(monkeypatch):
+    model = _model(d_model=64, nhead=4)
+    monkeypatch.setattr(model, "scale", np.float32(1.0))            # the sqrt(d_model) forgotten
+    t = _run(model)
+    assert _flags(t, "embedding std") == ["embed * sqrt(d_model) (forward)"]
+    assert "missing the sqrt(d_model) scale" in t.report()
+
+
+def test_flags_missing_scale_in_token_embedding(monkeypatch):
+    emb = nt.TokenEmbedding(V, 64, seed=0)
+    monkeypatch.setattr(nt.TokenEmbedding, "forward", lambda self, ids: self.embedding(ids))
+    with nt.trace(emb) as t:
+        emb(_ids())
+    assert _flags(t, "embedding std") == ["TokenEmbedding (forward)"]
+
+
+def test_flags_positional_table_not_starting_at_zero(monkeypatch):
+    model = _model()
+    shifted = nt.sinusoidal_table(S + 1, D, np.float32)[1:]          # row 0 is position 1
+    monkeypatch.setitem(model.pos_encoding._buffers, "pe", shifted)
+    t = _run(model)
+    assert _flags(t, "position 0") == ["pos_encoding (forward)"]
+
+
+def test_flags_positional_forward_off_by_one(monkeypatch):
+    """The table is right but the forward adds rows 1..S: caught from what the forward added."""
+    model = _model()
+    model.pos_encoding.register_buffer("pe", nt.sinusoidal_table(S + 1, D, np.float32), persistent=False)
+
+    def forward(self, x):
+        self._save(x.shape)
+        return x + self.pe[1:x.shape[1] + 1]
+    monkeypatch.setattr(nt.PositionalEncoding, "forward", forward)
+    t = _run(model)
+    assert _flags(t, "position 0") == ["pos_encoding (forward)"]
+    assert "adds another row" in t.report()
+
+
+def test_flags_scores_without_the_inverse_sqrt_scale(monkeypatch):
+    model = _model(d_model=64, nhead=1, layers=1)                    # Dh = 64: q.k ~ N(0, 64) unscaled
+    assert _flags(_run(model), "scores") == []
+    original = F.scaled_dot_product_attention_forward
+    monkeypatch.setattr(F, "scaled_dot_product_attention_forward",
+                        lambda *a, **k: original(*a, **dict(k, scale=1.0)))
+    t = _run(model)
+    assert _flags(t, "scores") == ["encoder.layers.0.self_attn.scores (q k^T / sqrt(Dh)) (forward)"]
+    assert "missing the 1/sqrt(Dh) scale" in t.report()
+
+
+def test_flags_softmax_rows_not_summing_to_one(monkeypatch):
+    model = _model()
+
+    def unnormalised(x, axis=-1, out=None):                          # forgot the division by the row sum
+        y = np.exp(x - x.max(axis=axis, keepdims=True), out=out)
+        return y, F.SoftmaxCache(y, axis)
+    monkeypatch.setattr(F, "softmax_forward", unnormalised)
+    t = _run(model)
+    assert _flags(t, "softmax rows do not sum to 1") == [f"encoder.layers.{i}.self_attn.softmax (forward)"
+                                                         for i in range(2)]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_names_the_first_layer_where_nan_appears():
+    model = _model()
+    target = model.encoder.layers[1].linear1
+    original = target.forward
+
+    def poisoned(x):
+        out = original(x)
+        out[0, 2, 3] = np.nan
+        return out
+    object.__setattr__(target, "forward", poisoned)
+    t = _run(model)
+    assert t.first_nonfinite() == "encoder.layers.1.linear1 (forward)"
+    firsts = [r.name for r in t.records if "first NaN/inf" in r.flag]
+    assert firsts == ["encoder.layers.1.linear1"]
+    later = _flags(t, "NaN/inf")
+    assert later[0] == "encoder.layers.1.linear1 (forward)" and "head (forward)" in later
+    assert "encoder.layers.0.linear1 (forward)" not in later         # before the injection: clean
+    assert "NaN/inf first appears at encoder.layers.1.linear1 (forward)" in t.summary()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_names_the_first_layer_where_nan_appears_on_the_backward(monkeypatch):
+    model = _model()
+    original = F.relu_backward
+
+    def poisoned(dout, cache):
+        dx = original(dout, cache)
+        dx[0, 0, 0] = np.inf
+        return dx
+    monkeypatch.setattr(F, "relu_backward", poisoned)
+    t = _run(model)
+    assert t.first_nonfinite() == "encoder.layers.1.activation (backward)"   # layers run backwards
+
+
+def test_flags_a_gradient_exactly_zero(monkeypatch):
+    model = _model()
+    monkeypatch.setattr(F, "relu_backward", lambda dout, cache: np.zeros_like(dout))   # a dead ReLU
+    t = _run(model)
+    zero = _flags(t, "gradient exactly zero")
+    assert zero[:2] == ["encoder.layers.1.activation (backward)", "encoder.layers.1.linear1 (backward)"]
+    assert "encoder.layers.0.linear1.weight (parameter)" in zero
+    assert "encoder.layers.1.linear1.bias (parameter)" in zero
+    assert not any("linear2" in z for z in zero)
+
+
+def test_flags_an_exploding_gradient():
+    model = _model()
+    t = _run(model, dlogits_scale=1e6)
+    exploding = _flags(t, "exploding gradient")
+    assert exploding[0] == "head (backward)"
+    assert "head.weight (parameter)" in exploding
+    assert _flags(_run(_model()), "exploding") == []
+
+
+def test_report_lists_the_flagged_rows():
+    model = _model()
+    t = _run(model, dlogits_scale=1e6)
+    rep = t.report(max_problems=3)
+    lines = rep.splitlines()
+    assert "flagged" in lines[0]
+    assert lines[1].startswith("  !! head (backward)")
+    assert lines[-1].startswith("  ... and ")
