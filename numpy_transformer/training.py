@@ -16,6 +16,7 @@ checkpoint stores the optimizer state, the batcher's state and every dropout gen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import data as data_mod
+from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .loss import CrossEntropyLoss
 from .model import ACTIVATIONS, POS_ENCODINGS, TransformerModel
@@ -140,6 +142,7 @@ class StepResult:
     lr: float
     grad_norm: float
     seconds: float
+    trace: object = None          # the step's nt.trace Trace when the step was traced
 
 
 @dataclass
@@ -213,8 +216,12 @@ class Trainer:
         return abs_err, rel_err
 
     # -- training -----------------------------------------------------------------------------------
-    def train_step(self):
-        """One optimisation step on the next training batch; returns a :class:`StepResult`."""
+    def train_step(self, trace=False):
+        """One optimisation step on the next training batch; returns a :class:`StepResult`.
+
+        ``trace=True`` runs the forward and backward under ``nt.trace`` (the result's ``trace``; the
+        parameter gradients are recorded before clipping). Tracing changes no number of the run.
+        """
         t0 = time.perf_counter()
         src, tgt = self.batcher.next()
         self.step += 1
@@ -222,9 +229,10 @@ class Trainer:
         self.optimizer.set_lr(lr)
         self.model.train()
         self.optimizer.zero_grad()
-        logits = self.model(src)                                                  # (B, S, V)
-        loss = float(self.criterion(logits, tgt))
-        self.model.backward(self.criterion.backward())
+        with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
+            logits = self.model(src)                                              # (B, S, V)
+            loss = float(self.criterion(logits, tgt))
+            self.model.backward(self.criterion.backward())
         grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
         self.optimizer.step()
         acc = float(np.mean(logits.argmax(-1) == tgt))
@@ -236,13 +244,16 @@ class Trainer:
             s.last_loss_rel = rel
             s.max_loss_rel = max(s.max_loss_rel, rel)
             s.history.append((self.step, loss, ref_loss))
-        return StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0)
+        return StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0, traced)
 
-    def train(self, steps=None, callback=None):
-        """Train until ``steps`` total steps (default ``config.steps``); ``callback(StepResult)`` after each."""
+    def train(self, steps=None, callback=None, trace_every=0):
+        """Train until ``steps`` total steps (default ``config.steps``); ``callback(StepResult)`` after each.
+
+        ``trace_every=N`` traces every step whose number is a multiple of N (see :meth:`train_step`).
+        """
         target = self.config.steps if steps is None else steps
         while self.step < target:
-            r = self.train_step()
+            r = self.train_step(trace=bool(trace_every) and (self.step + 1) % trace_every == 0)
             if callback is not None:
                 callback(r)
         return self
