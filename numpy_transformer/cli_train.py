@@ -5,7 +5,10 @@ progress bar (loss, token accuracy, tokens/s), validates on held-out sequences e
 steps, prints a final report and writes a checkpoint (state_dict, optimizer state, configuration)
 that ``train --resume`` continues exactly and ``predict``/``evaluate`` load. ``--check-torch`` trains
 a PyTorch twin in lockstep (same weights, batches and dropout masks) and reports the largest
-difference seen.
+difference seen. A JSON-lines log (``--log``, by default ``reverse.log.jsonl`` next to the checkpoint)
+records the training loss, token accuracy and learning rate of every step (``--log-every``) and each
+validation, for ``plot training``; ``--trace-every N`` traces every Nth step (``nt.trace``) and prints
+its health checks.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from .checkpoint import load_checkpoint
 from .data import TASKS
 from .optim import OPTIMIZERS
+from .runlog import RunLog, default_log_path
 from .training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
 
 _D = TrainConfig()      # the defaults, for the help texts
@@ -74,6 +78,16 @@ def register(subparsers):
                    help="train a PyTorch twin in lockstep (same weights, batches, dropout masks) and print the "
                         "largest difference seen; use --dtype float64 to watch agreement to rounding")
     g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
+    g.add_argument("--log", metavar="PATH", help="JSON-lines training log (default: next to the checkpoint, "
+                   "run.npz -> run.log.jsonl; none without --save/--resume); a resumed run appends to it")
+    g.add_argument("--no-log", action="store_true", help="write no training log")
+    g.add_argument("--log-every", type=int, default=1, metavar="N",
+                   help="log the training loss/accuracy/lr averaged over every N steps (default 1)")
+    g.add_argument("--trace-every", type=int, default=0, metavar="N",
+                   help="trace every Nth step's forward and backward (nt.trace): print a summary and any "
+                        "flagged problem to stderr, and the whole trace to the log (default 0 = never)")
+    g.add_argument("--trace-table", action="store_true",
+                   help="with --trace-every, print the whole trace table instead of the summary")
     p.set_defaults(func=run_train)
 
     p = subparsers.add_parser("predict", help="run a trained checkpoint on token sequences")
@@ -122,6 +136,10 @@ def run_train(args):
         given = _given(args)
         if args.eval_every < 0:
             raise ValueError(f"--eval-every must be >= 0, got {args.eval_every}")
+        if args.log_every <= 0:
+            raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
+        if args.trace_every < 0:
+            raise ValueError(f"--trace-every must be >= 0 (0 = never), got {args.trace_every}")
         if args.resume:
             trainer = Trainer.resume(args.resume, given, check_torch=args.check_torch)
         else:
@@ -130,6 +148,16 @@ def run_train(args):
         return _error(str(exc))
     c = trainer.config
     save = args.save or args.resume
+    log_path = None if args.no_log else (args.log or (default_log_path(save) if save else None))
+    try:
+        log = RunLog(log_path, resume_step=trainer.step if args.resume else None) if log_path else None
+    except OSError as exc:
+        return _error(f"cannot write the log {log_path}: {exc}")
+    if log is not None:
+        if args.resume:
+            log.write("resume", trainer.step, time=log.now(), steps=c.steps)
+        else:
+            log.write("start", 0, time=log.now(), config=c.to_dict(), log_every=args.log_every)
     out = (lambda *a, **k: None) if args.quiet else print
     n_par = trainer.model.num_parameters()
     out(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} held-out "
@@ -151,11 +179,41 @@ def run_train(args):
     recent = []                                  # (tokens, seconds) of the last steps, for tokens/s
     smooth_loss = smooth_acc = None
     last_eval = None
+    window = []                                  # StepResults since the last "train" log line
+
+    def say(text):                               # diagnostics to stderr, above the progress bar
+        if bar is not None and not bar.disable:
+            bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
+    def log_window():
+        if log is not None and window:
+            n = len(window)
+            log.write("train", window[-1].step, loss=sum(w.loss for w in window) / n,
+                      accuracy=sum(w.accuracy for w in window) / n, lr=window[-1].lr,
+                      grad_norm=window[-1].grad_norm, tokens=sum(w.tokens for w in window), steps=n)
+        window.clear()
+
+    def log_eval(step, ev, final=False):
+        if log is not None:
+            log.write("val", step, loss=ev.loss, token_accuracy=ev.token_accuracy,
+                      sequence_accuracy=ev.sequence_accuracy, examples=ev.examples, final=final)
+
+    def report_trace(r):
+        t = r.trace
+        if not args.quiet:
+            say(f"trace of step {r.step}:\n{t.table()}\n{t.summary()}" if args.trace_table
+                else f"trace of step {r.step}: {t.report()}")
+        if log is not None:
+            log.write("trace", r.step, summary=t.summary(), first_nonfinite=t.first_nonfinite(),
+                      problems=[f"{p.name} ({p.phase}): {p.flag}" for p in t.problems()], records=t.to_dicts())
 
     def report_eval(step):
         nonlocal last_eval
         ev = trainer.evaluate()
         last_eval = ev
+        log_eval(step, ev)
         line = f"step {step:>6}/{c.steps}  train loss {smooth_loss:.4f} acc {100 * smooth_acc:.2f}%  | held-out {ev}"
         if trainer.twin is not None:
             _, rel = trainer.check_twin_weights()
@@ -181,14 +239,23 @@ def run_train(args):
                 post["torch_diff"] = f"{trainer.twin_stats.max_loss_rel:.1e}"
             bar.set_postfix(post, refresh=False)
             bar.update(1)
+        window.append(r)
+        if r.step % args.log_every == 0:
+            log_window()
+        if r.trace is not None:
+            report_trace(r)
         if args.eval_every and r.step % args.eval_every == 0 and r.step < c.steps:
             report_eval(r.step)
 
     try:
-        trainer.train(callback=on_step)
+        trainer.train(callback=on_step, trace_every=args.trace_every)
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
+        log_window()
+        if log is not None:
+            log.write("interrupted", trainer.step, time=log.now())
+            log.close()
         msg = f"interrupted at step {trainer.step}"
         if save:
             trainer.save(save)
@@ -197,8 +264,10 @@ def run_train(args):
         return 130
     if bar is not None:
         bar.close()
+    log_window()
     wall = time.perf_counter() - t_start
     ev = trainer.evaluate()
+    log_eval(trainer.step, ev, final=True)
     train_ev = trainer.evaluate("train", max_examples=c.num_val)
     print(f"finished {c.task} at step {trainer.step} in {wall:.1f}s"
           + (f" ({tokens_seen / train_seconds:,.0f} training tokens/s)" if train_seconds else ""))
@@ -212,6 +281,10 @@ def run_train(args):
     if save:
         trainer.save(save)
         print(f"  checkpoint: {save}")
+    if log is not None:
+        log.write("end", trainer.step, wall_seconds=wall, time=log.now())
+        log.close()
+        print(f"  log: {log.path}")
     return 0
 
 
