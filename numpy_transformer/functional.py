@@ -676,7 +676,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused)
 
 
-def multi_head_attention_backward(dout, cache):
+def multi_head_attention_backward(dout, cache, sum_inputs=False):
     """Backward of multi-head attention.  Shapes: dout (B, S, D) -> dquery, dkey, dvalue and weight grads.
 
     Walk the forward in reverse: the output projection is a linear layer; merging heads is a
@@ -685,7 +685,9 @@ def multi_head_attention_backward(dout, cache):
     fused self-attention case the head gradients are written into one (B, S, 3, H, Dh) buffer, which is
     exactly the gradient of the fused (B, S, 3D) projection output, so ``d in_proj_weight`` is one GEMM.
     When query, key and value are the same array the caller adds the three input gradients: the input
-    was used three times.
+    was used three times. With ``sum_inputs=True`` (self-attention only) that sum is computed directly,
+    ``dx = dQKV @ W_in`` in one (N, 3D) x (3D, D) product, and returned as ``dquery`` (``dkey`` and
+    ``dvalue`` are None).
 
     Returns
     -------
@@ -709,9 +711,11 @@ def multi_head_attention_backward(dout, cache):
         dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
         x, w, has_bias = in_lin
         x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
-        # The input fed q, k and v: one gradient each, through each row-block of the weight.
-        dquery, dkey, dvalue = ((dqkv[:, i * d:(i + 1) * d] @ w[i * d:(i + 1) * d]).reshape(x.shape)
-                                for i in range(3))
+        if sum_inputs:                                   # d(x Wq^T + x Wk^T + x Wv^T) / dx in one product
+            dquery, dkey, dvalue = (dqkv @ w).reshape(x.shape), None, None                # (B, S, D)
+        else:                                            # one gradient per use, through each row-block
+            dquery, dkey, dvalue = ((dqkv[:, i * d:(i + 1) * d] @ w[i * d:(i + 1) * d]).reshape(x.shape)
+                                    for i in range(3))
         grads["in_proj_weight"] = dqkv.T @ x2                                    # (3D, D) one GEMM
         if has_bias:
             grads["in_proj_bias"] = dqkv.sum(axis=0)                             # (3D,)
