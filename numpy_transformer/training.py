@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import data as data_mod
+from ._checks import check_number, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .loss import CrossEntropyLoss
@@ -76,7 +79,9 @@ class TrainConfig:
     RESUME_FREE = ("steps",)
 
     def __post_init__(self):
-        self.betas = tuple(float(b) for b in self.betas)
+        if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        self.betas = tuple(check_number(b, f"betas[{i}]", 0, 1, high_open=True) for i, b in enumerate(self.betas))
         data_mod.check_task(self.task)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
@@ -93,12 +98,16 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if self.steps < 0:
-            raise ValueError(f"steps must be >= 0, got {self.steps}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.clip < 0:
-            raise ValueError(f"clip must be >= 0 (0 = no clipping), got {self.clip}")
+        for name in ("steps", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        check_number(self.lr, "lr", low=0, low_open=True)
+        check_number(self.clip, "clip (0 = no clipping)", low=0)
+        check_probability(self.dropout, "dropout")
+        check_number(self.label_smoothing, "label_smoothing", 0, 1)
+        for name in ("eps", "weight_decay", "momentum"):
+            check_number(getattr(self, name), name, low=0)
 
     def to_dict(self):
         d = dataclasses.asdict(self)
@@ -223,18 +232,30 @@ class Trainer:
         parameter gradients are recorded before clipping). Tracing changes no number of the run.
         """
         t0 = time.perf_counter()
-        src, tgt = self.batcher.next()
-        self.step += 1
-        lr = self.schedule(self.step)
-        self.optimizer.set_lr(lr)
-        self.model.train()
-        self.optimizer.zero_grad()
-        with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
-            logits = self.model(src)                                              # (B, S, V)
-            loss = float(self.criterion(logits, tgt))
-            self.model.backward(self.criterion.backward())
-        grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
-        self.optimizer.step()
+        undo = self._undo_point()
+        try:                  # anything raised before the update (Ctrl-C included) undoes the step's draws
+            src, tgt = self.batcher.next()
+            self.step += 1
+            lr = self.schedule(self.step)
+            self.optimizer.set_lr(lr)
+            self.model.train()
+            self.optimizer.zero_grad()
+            with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
+                logits = self.model(src)                                          # (B, S, V)
+                loss = float(self.criterion(logits, tgt))
+                self.model.backward(self.criterion.backward())
+        except BaseException:
+            self._rollback(undo)
+            raise
+        self._in_update = True                  # Ctrl-C waits (see train): weights change from here on
+        try:
+            grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
+            self.optimizer.step()
+        except BaseException:
+            self._broken = f"step {self.step} was interrupted inside the optimizer update"
+            raise
+        finally:
+            self._in_update = False
         acc = float(np.mean(logits.argmax(-1) == tgt))
         if self.twin is not None:
             ref_loss = self.twin.step(src, tgt, dropout_masks(self.model), lr=lr, clip=self.config.clip)
@@ -252,11 +273,59 @@ class Trainer:
         ``trace_every=N`` traces every step whose number is a multiple of N (see :meth:`train_step`).
         """
         target = self.config.steps if steps is None else steps
-        while self.step < target:
-            r = self.train_step(trace=bool(trace_every) and (self.step + 1) % trace_every == 0)
-            if callback is not None:
-                callback(r)
+        with self._interrupt_between_steps():
+            while self.step < target:
+                r = self.train_step(trace=bool(trace_every) and (self.step + 1) % trace_every == 0)
+                if callback is not None:
+                    callback(r)
+                if self._interrupt_requested:
+                    raise KeyboardInterrupt(f"interrupted after step {self.step}")
         return self
+
+    # -- interruption ----------------------------------------------------------------------------------
+    _interrupt_requested = False
+    _in_update = False
+    _broken = None
+
+    @contextlib.contextmanager
+    def _interrupt_between_steps(self):
+        """While :meth:`train` runs (in the main thread, with Python's default SIGINT handler), Ctrl-C is
+        noted and raised as KeyboardInterrupt after the current step, so the trainer it surfaces from is
+        always in a consistent state that :meth:`save` + :meth:`resume` continue exactly. A second Ctrl-C
+        raises at once, except inside the optimizer update; a step cut short before its update is undone
+        (:meth:`train_step`)."""
+        self._interrupt_requested = False
+        if (threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+            yield
+            return
+
+        def on_sigint(signum, frame):
+            if self._interrupt_requested and not self._in_update:
+                raise KeyboardInterrupt(f"interrupted during step {self.step + 1}")
+            self._interrupt_requested = True
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            self._interrupt_requested = False
+
+    def _undo_point(self):
+        """What a step changes before its update: step count, batcher and dropout generator states."""
+        b = self.batcher
+        return (self.step, b.rng.bit_generator.state, b.perm, b.pos, b.epoch,
+                {name: g.bit_generator.state for name, g in self.model.generators().items()})
+
+    def _rollback(self, undo):
+        step, rng_state, perm, pos, epoch, gens = undo
+        self.step = step
+        b = self.batcher
+        b.rng.bit_generator.state, b.perm, b.pos, b.epoch = rng_state, perm, pos, epoch
+        for name, g in self.model.generators().items():
+            g.bit_generator.state = gens[name]
+        self.optimizer.zero_grad()
 
     def predict(self, src):
         """Greedy per-position prediction: argmax of the logits, (B, S) ids (eval mode: no dropout)."""
@@ -274,6 +343,9 @@ class Trainer:
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self, path):
         """Write a checkpoint that :meth:`resume` continues exactly."""
+        if self._broken:
+            raise RuntimeError(f"cannot save a resumable checkpoint: {self._broken}, so the weights are "
+                               "half-updated; resume from the previous checkpoint instead")
         gens = {name: g.bit_generator.state for name, g in self.model.generators().items()}
         b = self.batcher.state_dict()
         return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),
