@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # One entry per command module; a module that is missing is simply not offered.
-COMMAND_MODULES = ["demo", "gradcheck", "drill", "train"]
+COMMAND_MODULES = ["demo", "gradcheck", "drill", "train", "plot"]
 
 
 def build_parser():

@@ -52,7 +52,7 @@ def _clean(value):
 def read_log(path):
     """Every entry of a log, in order (a last line cut short by a crash is skipped)."""
     entries = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:         # not a log: no entries
         for line in f:
             line = line.strip()
             if not line:

@@ -1,0 +1,168 @@
+"""``plot``: PNG pictures of a model and a run (needs matplotlib: ``pip install matplotlib``).
+
+  plot attention CHECKPOINT --tokens "5 9 3 ..." [--layer i] --out attention.png
+      every head's attention weights of one layer, as heatmaps with the tokens on both axes
+      (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
+  plot positional [--d-model 128 --max-len 100] --out positional.png
+      the sinusoidal table as a heatmap and a few dimensions as sin/cos curves
+      (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
+  plot training LOG --out training.png
+      loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+_DESCRIPTION = __doc__
+
+
+def register(subparsers):
+    p = subparsers.add_parser("plot", help="PNG pictures: attention heatmaps, positional encoding, training curves",
+                              description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="what", metavar="WHAT")
+    sub.required = True
+
+    a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
+    a.add_argument("checkpoint", help="a .npz written by train --save")
+    src = a.add_mutually_exclusive_group()
+    src.add_argument("--tokens", metavar="IDS", help='the input sequence, e.g. --tokens "5 9 3 7" (at most the '
+                     "checkpoint's sequence length)")
+    src.add_argument("--random", action="store_true", help="a random held-out example of the checkpoint's task "
+                     "(the default when --tokens is not given)")
+    a.add_argument("--seed", type=int, help="which random held-out example (default: a fresh one each time)")
+    a.add_argument("--layer", type=int, default=0, help="encoder layer (default 0; negative counts from the end)")
+    a.add_argument("--out", default="attention.png", help="PNG to write (default attention.png)")
+    a.set_defaults(func=run_attention)
+
+    q = sub.add_parser("positional", help="the positional-encoding table as a heatmap plus sin/cos curves")
+    q.add_argument("--d-model", type=int, default=128, help="model width (default 128)")
+    q.add_argument("--max-len", type=int, default=100, help="positions drawn (default 100)")
+    q.add_argument("--checkpoint", help="draw this checkpoint's table instead (its learned pos_embed, or the "
+                   "sinusoidal table of its size)")
+    q.add_argument("--dims", type=int, nargs="+", metavar="I", help="dimensions drawn as curves "
+                   "(default: 0, 1 and a few slower ones)")
+    q.add_argument("--out", default="positional.png", help="PNG to write (default positional.png)")
+    q.set_defaults(func=run_positional)
+
+    t = sub.add_parser("training", help="loss and accuracy curves (train and validation) from a train log")
+    t.add_argument("log", help="the JSON-lines log written by train (run.npz -> run.log.jsonl)")
+    t.add_argument("--smooth", type=int, metavar="N", help="moving average over N log lines (default ~1/50 of the run)")
+    t.add_argument("--out", default="training.png", help="PNG to write (default training.png)")
+    t.set_defaults(func=run_training)
+
+
+def _error(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _guarded(draw):
+    """Run ``draw()``; turn a missing matplotlib and bad inputs into an error message and status 2."""
+    from .plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
+    try:
+        out = draw()
+    except MatplotlibMissing as exc:
+        return _error(str(exc))
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        return _error(str(exc))
+    print(f"wrote {out}")
+    return 0
+
+
+def _parse_tokens(text, vocab_size, max_len):
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError as exc:
+        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from exc
+    if not ids:
+        raise ValueError("--tokens is empty")
+    if len(ids) > max_len:
+        raise ValueError(f"the model accepts at most {max_len} tokens; got {len(ids)} in {text!r}")
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"token ids must lie in [0, {vocab_size}), got {bad[0]}")
+    return np.array([ids], dtype=np.int64)
+
+
+def run_attention(args):
+    def draw():
+        from .checkpoint import load_checkpoint
+        from .data import make_task
+        from .plotting import attention_weights, plot_attention, token_labels
+        from .training import checkpoint_config
+        ckpt = load_checkpoint(args.checkpoint)
+        model = ckpt.build_model()
+        mc = ckpt.model_config
+        nlayers = len(model.encoder.layers)
+        if not -nlayers <= args.layer < nlayers:
+            raise ValueError(f"--layer must be in [0, {nlayers}) (or negative from the end), got {args.layer}")
+        layer = args.layer % nlayers
+        if args.tokens:
+            ids = _parse_tokens(args.tokens, mc["vocab_size"], mc["max_len"])
+            what = "given tokens"
+        else:
+            c = checkpoint_config(ckpt)
+            val = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src
+            k = int(np.random.default_rng(args.seed).integers(len(val)))
+            ids = val[k:k + 1]
+            what = f"held-out example {k}"
+            print(f"input (held-out example {k}): {' '.join(str(int(i)) for i in ids[0])}")
+        weights = attention_weights(model, ids)[layer][0]                    # (H, S, S)
+        pred = model.eval()(ids).argmax(-1)[0]
+        labels = token_labels(ids[0])
+        task = (ckpt.config or {}).get("task")
+        step = ckpt.extra_json.get("step")
+        title = (f"layer {layer} self-attention, {weights.shape[0]} heads ({what})\n{args.checkpoint}"
+                 + (f": task {task}" if task else "") + (f", step {step}" if step is not None else "")
+                 + f"; prediction: {' '.join(token_labels(pred))}")
+        return plot_attention(weights, args.out, labels, title=title)
+    return _guarded(draw)
+
+
+def run_positional(args):
+    def draw():
+        from .nn import sinusoidal_table
+        from .plotting import plot_positional
+        if args.checkpoint:
+            from .checkpoint import load_checkpoint
+            ckpt = load_checkpoint(args.checkpoint)
+            mc = ckpt.model_config
+            if mc.get("pos_encoding") == "learned":
+                table = ckpt.model_state["pos_embed.weight"]
+                return plot_positional(table, args.out, dims=args.dims, sinusoidal=False,
+                                       title=f"learned positions of {args.checkpoint}")
+            table = sinusoidal_table(mc["max_len"], mc["d_model"])
+            return plot_positional(table, args.out, dims=args.dims,
+                                   title=f"sinusoidal positions of {args.checkpoint}")
+        for name in ("d_model", "max_len"):
+            if getattr(args, name) <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+        table = sinusoidal_table(args.max_len, args.d_model)
+        return plot_positional(table, args.out, dims=args.dims,
+                               title=f"sinusoidal positional encoding, d_model {args.d_model}")
+    return _guarded(draw)
+
+
+def run_training(args):
+    def draw():
+        import os
+        from .plotting import plot_training
+        from .runlog import read_log
+        if not os.path.exists(args.log):
+            raise FileNotFoundError(f"log {args.log} does not exist (train writes it next to --save: "
+                                    "run.npz -> run.log.jsonl)")
+        if args.smooth is not None and args.smooth <= 0:
+            raise ValueError(f"--smooth must be positive, got {args.smooth}")
+        entries = read_log(args.log)
+        start = next((e for e in entries if e.get("kind") == "start"), {})
+        cfg = start.get("config") or {}
+        title = f"training log {args.log}"
+        if cfg:
+            title += (f"\ntask {cfg.get('task')}, d_model {cfg.get('d_model')}, {cfg.get('num_layers')} layers, "
+                      f"{cfg.get('optimizer')} lr {cfg.get('lr')}")
+        return plot_training(entries, args.out, title=title, window=args.smooth)
+    return _guarded(draw)
