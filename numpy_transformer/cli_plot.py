@@ -118,7 +118,7 @@ def run_attention(args):
         step = ckpt.extra_json.get("step")
         title = (f"layer {layer} self-attention, {weights.shape[0]} heads ({what})\n{args.checkpoint}"
                  + (f": task {task}" if task else "") + (f", step {step}" if step is not None else "")
-                 + f"; prediction: {' '.join(token_labels(pred))}")
+                 + (f"; prediction: {' '.join(token_labels(pred))}" if len(pred) <= 32 else ""))
         return plot_attention(weights, args.out, labels, title=title)
     return _guarded(draw)
 
