@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .checkpoint import load_checkpoint
+from .checkpoint import check_save_path, load_checkpoint
 from .data import TASKS
 from .optim import OPTIMIZERS
 from .runlog import RunLog, default_log_path
@@ -140,11 +140,13 @@ def run_train(args):
             raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
         if args.trace_every < 0:
             raise ValueError(f"--trace-every must be >= 0 (0 = never), got {args.trace_every}")
+        if args.save:
+            check_save_path(args.save)            # refuse a path that cannot be written before training
         if args.resume:
             trainer = Trainer.resume(args.resume, given, check_torch=args.check_torch)
         else:
             trainer = Trainer(TrainConfig(**given), check_torch=args.check_torch)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         return _error(str(exc))
     c = trainer.config
     save = args.save or args.resume
@@ -257,9 +259,12 @@ def run_train(args):
             log.write("interrupted", trainer.step, time=log.now())
             log.close()
         msg = f"interrupted at step {trainer.step}"
-        if save:
-            trainer.save(save)
-            msg += f"; checkpoint saved to {save} (continue with --resume {save})"
+        target = save or f"{c.task}-interrupted.npz"          # an interrupted run is never lost
+        try:
+            trainer.save(target)
+            msg += f"; checkpoint saved to {target} (continue with --resume {target})"
+        except (OSError, RuntimeError) as exc:
+            msg += f"; no checkpoint saved: {exc}"
         print(msg, file=sys.stderr)
         return 130
     if bar is not None:
@@ -313,6 +318,8 @@ def run_predict(args):
                 rows.append(ids)
             src = np.array(rows, dtype=np.int64)
         else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
             n = args.random or 5
             src = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src[:n]
     except (ValueError, TypeError, FileNotFoundError) as exc:
