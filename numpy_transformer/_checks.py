@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -36,6 +38,33 @@ def check_positive_int(value, name):
     return int(value)
 
 
+def check_number(value, name, low=None, high=None, low_open=False, high_open=False, allow_inf=False):
+    """A real number (not bool, not NaN, finite unless ``allow_inf``) within the given bounds, as a float.
+
+    Raises ValueError naming ``name``, the bounds and the value received (a string, None or NaN included).
+    """
+    if low is not None and high is not None:
+        cond = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    elif low is not None:
+        cond = f"{'>' if low_open else '>='} {low:g}"
+    elif high is not None:
+        cond = f"{'<' if high_open else '<='} {high:g}"
+    else:
+        cond = "finite"
+    want = cond if cond != "finite" else "a finite number"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be {'a number ' + cond if cond != 'finite' else want}, got {value!r} "
+                         f"({type(value).__name__})")
+    v = float(value)
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    if low is not None and (v < low or (low_open and v == low)):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    if high is not None and (v > high or (high_open and v == high)):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    return v
+
+
 def check_probability(p, name="dropout"):
     if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"{name} probability must be a number in [0, 1], got {p!r}")
@@ -68,6 +97,22 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     return x
 
 
+def check_float_array(x, name):
+    """``x`` as a float32 or float64 ndarray, for the dtype-free modules (ReLU, GELU, Dropout).
+
+    Integer, bool, object and float16 arrays are refused with TypeError (NumPy would compute in
+    another dtype, or fail deep inside an elementwise kernel).
+    """
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype not in FLOAT_DTYPES:
+        if x.dtype == np.float16:
+            raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
+                            f"{name}.astype(np.float32)")
+        raise TypeError(f"{name} must be a float32 or float64 array, got dtype {x.dtype}")
+    return x
+
+
 def check_ids(ids, name, num_embeddings):
     """Integer ids in ``[0, num_embeddings)``; NumPy would wrap negative ids silently, so refuse them."""
     if not isinstance(ids, np.ndarray):
@@ -90,8 +135,9 @@ def check_mask(mask, name, shapes, dtype):
     if not isinstance(mask, np.ndarray):
         mask = np.asarray(mask)
     if mask.dtype != np.bool_ and mask.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must be a bool array (True = may not attend) or a float array "
-                        f"(added to the scores), got dtype {mask.dtype}")
+        raise TypeError(f"{name} must be a bool array (True = may not attend) or a float32/float64 array "
+                        f"(added to the scores), got dtype {mask.dtype}"
+                        + (" (an int 0/1 mask? convert with mask.astype(bool))" if mask.dtype.kind in "iu" else ""))
     if tuple(mask.shape) not in [tuple(s) for s in shapes]:
         allowed = " or ".join(str(tuple(s)) for s in shapes)
         raise ValueError(f"{name} must have shape {allowed}, got {tuple(mask.shape)}")

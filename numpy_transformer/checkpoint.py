@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,8 +45,14 @@ def _json_array(obj):
 def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None, extra_json=None):
     """Write ``model`` (its ``config`` and ``state_dict``), ``optimizer`` and extras to ``path`` atomically.
 
-    Returns the path written (exactly ``path``: no ``.npz`` suffix is appended).
+    Returns the path written (exactly ``path``: no ``.npz`` suffix is appended). Raises TypeError when
+    ``model`` has no ``config`` (only a ``TransformerModel`` can be rebuilt from a checkpoint), and
+    FileNotFoundError / IsADirectoryError, before writing anything, for a path that cannot be a file.
     """
+    if not isinstance(getattr(model, "__dict__", {}).get("config"), dict):
+        raise TypeError(f"save_checkpoint needs a TransformerModel (it stores model.config to rebuild it), got "
+                        f"{type(model).__name__}; for any other module save module.state_dict() with np.savez")
+    path = check_save_path(path)
     arrays = {"__format__": np.array(FORMAT), "__version__": np.array(VERSION),
               "model_config": _json_array(model.config), "config": _json_array(config or {}),
               "extra_json": _json_array(extra_json or {})}
@@ -60,7 +67,10 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
                 arrays[f"optim/state/{i}/{name}"] = np.asarray(v)
     for k, v in (extra_arrays or {}).items():
         arrays[f"extra/{k}"] = np.asarray(v)
-    path = os.fspath(path)
+    bad = [k for k, v in arrays.items() if v.dtype.hasobject]
+    if bad:
+        raise TypeError(f"checkpoint entries must be plain arrays (they are loaded without pickle), but "
+                        f"{bad} hold Python objects")
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
     try:
@@ -73,6 +83,19 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    return path
+
+
+def check_save_path(path):
+    """``path`` as a string, after checking that a file can be written there (its directory exists and
+    it is not itself a directory); raises FileNotFoundError / IsADirectoryError naming the problem."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"checkpoint path {path} is a directory; give a file name such as "
+                                f"{os.path.join(path, 'run.npz')}")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot save a checkpoint to {path}: the directory {directory} does not exist")
     return path
 
 
@@ -120,7 +143,7 @@ class Checkpoint:
         cfg = dict(self.model_config)
         try:
             model = TransformerModel(**cfg, seed=seed)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{self.path}: model_config {cfg} does not fit TransformerModel: {exc}") from exc
         return self.load_model(model)
 
@@ -130,6 +153,15 @@ class Checkpoint:
             raise CheckpointError(f"{self.path} holds no optimizer state")
         if self.optim_type != type(optimizer).__name__:
             raise CheckpointError(f"{self.path} holds {self.optim_type} state, not {type(optimizer).__name__}")
+        params = optimizer.params()
+        for i, s in self.optim_state["state"].items():
+            for name, v in s.items():
+                p = params[i] if 0 <= i < len(params) else None
+                if p is not None and isinstance(v, np.ndarray) and v.ndim > 0 and \
+                        (v.dtype != p.data.dtype or v.shape != p.data.shape):
+                    raise CheckpointError(f"{self.path}: optimizer state {name!r} of parameter {i} is "
+                                          f"{v.dtype}{list(v.shape)}, the parameter is "
+                                          f"{p.data.dtype}{list(p.data.shape)}")
         try:
             optimizer.load_state_dict(self.optim_state)
         except (ValueError, KeyError, TypeError) as exc:
@@ -149,28 +181,45 @@ def load_checkpoint(path):
                               f"archive ({type(exc).__name__})") from exc
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it holds a single array, not an .npz archive")
-    with npz:
-        files = set(npz.files)
-        if "__format__" not in files or str(npz["__format__"]) != FORMAT:
-            raise CheckpointError(f"{path} is not a numpy-transformer checkpoint (no {FORMAT!r} marker)")
+    try:
+        with npz:
+            return _read(path, npz)
+    except CheckpointError:
+        raise
+    except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, json.JSONDecodeError) as exc:
+        if "allow_pickle" in str(exc) or "Object arrays" in str(exc):
+            raise CheckpointError(f"{path} holds pickled Python objects; checkpoints hold plain arrays only and "
+                                  "are never unpickled (loading a pickle can run arbitrary code)") from exc
+        raise CheckpointError(f"{path} is damaged: {type(exc).__name__}: {exc}") from exc
+
+
+def _read(path, npz):
+    files = set(npz.files)
+    if "__format__" not in files or str(npz["__format__"]) != FORMAT:
+        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint (no {FORMAT!r} marker)")
+    try:
         version = int(npz["__version__"])
-        if version != VERSION:
-            raise CheckpointError(f"{path} has checkpoint format version {version}; this code reads version {VERSION}")
-        try:
-            model_config = json.loads(str(npz["model_config"]))
-            config = json.loads(str(npz["config"]))
-            extra_json = json.loads(str(npz["extra_json"]))
-        except (KeyError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{path}: damaged configuration entries: {exc}") from exc
-        model_state = {k[len("model/"):]: npz[k] for k in npz.files if k.startswith("model/")}
-        optim_state, optim_type = None, None
-        if "optim/param_groups" in files:
-            optim_type = str(npz["optim/type"])
-            state = {}
-            for k in npz.files:
-                if k.startswith("optim/state/"):
-                    i, name = k[len("optim/state/"):].split("/", 1)
-                    state.setdefault(int(i), {})[name] = npz[k]
-            optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
-        extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path} has no readable format version ({exc})") from exc
+    if version != VERSION:
+        raise CheckpointError(f"{path} has checkpoint format version {version}; this code reads version {VERSION}")
+    try:
+        model_config = json.loads(str(npz["model_config"]))
+        config = json.loads(str(npz["config"]))
+        extra_json = json.loads(str(npz["extra_json"]))
+    except (KeyError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: damaged configuration entries: {exc}") from exc
+    if not all(isinstance(c, dict) for c in (model_config, config, extra_json)):
+        raise CheckpointError(f"{path}: damaged configuration entries (not JSON objects)")
+    model_state = {k[len("model/"):]: npz[k] for k in npz.files if k.startswith("model/")}
+    optim_state, optim_type = None, None
+    if "optim/param_groups" in files:
+        optim_type = str(npz["optim/type"])
+        state = {}
+        for k in npz.files:
+            if k.startswith("optim/state/"):
+                i, name = k[len("optim/state/"):].split("/", 1)
+                state.setdefault(int(i), {})[name] = npz[k]
+        optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
+    extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
     return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json)

@@ -51,7 +51,13 @@ def check_task(task):
 
 def make_targets(task, src):
     """The target ids for source ids ``src`` (..., L) under ``task``."""
-    return TASKS[check_task(task)](np.asarray(src))
+    check_task(task)
+    src = np.asarray(src)
+    if src.dtype.kind not in "iu":
+        raise TypeError(f"src must be an integer array of token ids, got dtype {src.dtype}")
+    if src.ndim == 0:
+        raise ValueError(f"src must have shape (..., L), got a scalar {src!r}")
+    return TASKS[task](src)
 
 
 @dataclass
@@ -81,6 +87,8 @@ def make_task(task, vocab_size=32, seq_len=16, num_train=20000, num_val=1000, se
     content token or when there are too few distinct sequences for the requested sizes.
     """
     check_task(task)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     vocab_size = check_positive_int(vocab_size, "vocab_size")
     seq_len = check_positive_int(seq_len, "seq_len")
     num_train = check_positive_int(num_train, "num_train")
@@ -123,6 +131,13 @@ class Batcher:
 
     def __init__(self, src, tgt, batch_size, seed=None):
         self.src, self.tgt = np.asarray(src), np.asarray(tgt)
+        for name, a in (("src", self.src), ("tgt", self.tgt)):
+            if a.ndim != 2:
+                raise ValueError(f"{name} must have shape (N, L), got shape {a.shape}")
+            if a.dtype.kind not in "iu":
+                raise TypeError(f"{name} must be an integer array of token ids, got dtype {a.dtype}")
+        if self.src.shape != self.tgt.shape:
+            raise ValueError(f"src and tgt must have the same shape (N, L), got {self.src.shape} and {self.tgt.shape}")
         self.batch_size = check_positive_int(batch_size, "batch_size")
         if self.batch_size > len(self.src):
             raise ValueError(f"batch_size {batch_size} exceeds the {len(self.src)} training examples")
@@ -152,6 +167,9 @@ class Batcher:
                 "pos": self.pos, "epoch": self.epoch}
 
     def load_state_dict(self, state):
+        missing = [k for k in ("rng", "perm", "pos", "epoch") if k not in state]
+        if missing:
+            raise KeyError(f"batcher state is missing {missing} (expected what state_dict() returns)")
         perm = np.asarray(state["perm"])
         if perm.size and (perm.shape != (len(self.src),) or perm.dtype.kind not in "iu"):
             raise ValueError(f"batcher state has a permutation of shape {perm.shape}, expected ({len(self.src)},)")

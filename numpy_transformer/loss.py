@@ -66,9 +66,13 @@ class CrossEntropyLoss:
         if not isinstance(targets, np.ndarray):
             targets = np.asarray(targets)
         if logits.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"logits must be float32 or float64, got dtype {logits.dtype}")
+            hint = (" (float16 is not supported: convert with logits.astype(np.float32))"
+                    if logits.dtype == np.float16 else "")
+            raise TypeError(f"logits must be float32 or float64, got dtype {logits.dtype}{hint}")
         if logits.ndim not in (2, 3):
             raise ValueError(f"logits must have shape (N, V) or (B, S, V), got shape {logits.shape}")
+        if logits.shape[-1] == 0:
+            raise ValueError(f"logits must have at least one class (V >= 1), got shape {logits.shape}")
         if targets.dtype.kind not in "iu":
             raise TypeError(f"targets must be an integer array of class ids, got dtype {targets.dtype}")
         if targets.shape != logits.shape[:-1]:
@@ -127,24 +131,26 @@ class CrossEntropyLoss:
         if self._cache is None:
             raise RuntimeError("CrossEntropyLoss.backward() called before forward(), or twice for one forward")
         logp, safe_t, keep, count, lshape, tshape, dt = self._cache
-        self._cache = None
         n, v = logp.shape
+        up = None if dloss is None else np.asarray(dloss)
+        if up is not None and up.dtype.kind not in "fiu":
+            raise TypeError(f"dloss must be a number or a float array, got dtype {up.dtype}")
+        if self.reduction == "none":
+            if up is not None and up.shape != tuple(tshape):
+                raise ValueError(f"dloss must have the targets' shape {tuple(tshape)} for reduction='none', "
+                                 f"got {up.shape}")
+        elif up is not None and up.ndim != 0:
+            raise ValueError(f"dloss must be a scalar for reduction={self.reduction!r}, got shape {up.shape}")
+        self._cache = None                       # checked: only now is the forward's cache consumed
         e = self.label_smoothing
         grad = np.exp(logp)                                                      # (N, V) softmax
         grad[np.arange(n), safe_t] -= dt.type(1 - e)
         if e > 0:
             grad -= dt.type(e / v)
         if self.reduction == "none":
-            up = np.ones(tshape, dtype=dt) if dloss is None else np.asarray(dloss, dtype=dt)
-            if up.shape != tuple(tshape):
-                raise ValueError(f"dloss must have the targets' shape {tuple(tshape)} for reduction='none', "
-                                 f"got {up.shape}")
-            w = up.reshape(-1)
+            w = (np.ones(tshape, dtype=dt) if up is None else up.astype(dt)).reshape(-1)
         else:
-            up = dt.type(1) if dloss is None else np.asarray(dloss, dtype=dt)
-            if np.ndim(up) != 0:
-                raise ValueError(f"dloss must be a scalar for reduction={self.reduction!r}, got shape {np.shape(up)}")
-            w = np.full(n, up, dtype=dt)
+            w = np.full(n, dt.type(1) if up is None else up.astype(dt), dtype=dt)
             if self.reduction == "mean" and count:
                 w = w / dt.type(count)
         w = np.where(keep, w, dt.type(0))                                        # (N,)

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from . import _trace
-from ._checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_probability
+from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
+                      check_probability)
 from .nn import (Dropout, Embedding, LayerNorm, Linear, Module, PositionalEncoding, TransformerEncoder,
                  TransformerEncoderLayer)
 
@@ -115,10 +116,12 @@ class TransformerModel(Module):
             raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
         if ids.dtype.kind not in "iu":
             raise TypeError(f"ids must be an integer array of token ids, got dtype {ids.dtype}")
+        if ids.shape[0] == 0 or ids.shape[1] == 0:
+            raise ValueError(f"ids must have a non-empty batch and sequence, got shape {ids.shape}")
         if ids.shape[1] > self.max_len:
             raise ValueError(f"sequence length {ids.shape[1]} exceeds max_len={self.max_len}; "
                              "build the model with a larger max_len")
-        return ids
+        return check_ids(ids, "ids", self.vocab_size)
 
     def forward(self, ids, src_key_padding_mask=None, is_causal=False):
         """ids (B, S) integer in [0, V) -> logits (B, S, V).

@@ -4,7 +4,10 @@ and ``state_dict`` keys, so weights move between the two with no renaming.
 Every module has ``forward`` (also via ``__call__``) and ``backward(dout)``. ``backward`` uses the cache
 of the *last* forward, returns the gradient of the input(s) and *adds* every parameter's gradient into
 ``p.grad`` (accumulation, as torch). A forward's cache is released by its backward, so ``backward``
-before ``forward``, or twice for one forward, raises ``RuntimeError``.
+before ``forward``, or twice for one forward, raises ``RuntimeError``. Every input is validated before
+anything changes: a refused call (TypeError, ValueError, IndexError with a message naming the argument,
+what was expected and what was received) leaves the module usable, and a ``backward`` refused for a
+gradient of the wrong shape or dtype keeps the forward's cache for the next, correct call.
 
 Shape letters: B batch, S sequence (query) length, T key length, D d_model, H heads, Dh = D/H,
 F dim_feedforward, V vocabulary.
@@ -22,8 +25,8 @@ import numpy as np
 
 from . import functional as F
 from . import _trace
-from ._checks import (as_float_dtype, as_generator, check_float_input, check_grad, check_ids,
-                      check_mask, check_positive_int, check_probability)
+from ._checks import (as_float_dtype, as_generator, check_float_array, check_float_input, check_grad, check_ids,
+                      check_mask, check_number, check_positive_int, check_probability)
 
 __all__ = [
     "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
@@ -47,10 +50,15 @@ class Parameter:
     def dtype(self):
         return self.data.dtype
 
-    def accumulate(self, grad):
-        """Add ``grad`` into ``.grad`` (allocating it on the first call), as torch's autograd does."""
+    def accumulate(self, grad, owned=False):
+        """Add ``grad`` into ``.grad`` (allocating it on the first call), as torch's autograd does.
+
+        ``owned=True`` says ``grad`` is a fresh array nobody else holds (what the functional backwards
+        return), so the first call may keep it instead of copying it.
+        """
         if self.grad is None:
-            self.grad = np.array(grad, dtype=self.data.dtype, copy=True)
+            fresh = owned and grad.dtype == self.data.dtype and grad.flags.c_contiguous and grad.flags.writeable
+            self.grad = grad if fresh else np.array(grad, dtype=self.data.dtype, copy=True)
         else:
             self.grad += grad
 
@@ -77,7 +85,15 @@ class Module:
         if backward is not None and not getattr(backward, "_traced", False):
             @functools.wraps(backward)
             def traced_backward(self, *args, **kw):
-                grad = backward(self, *args, **kw)
+                cache = self.__dict__.get("_cache")
+                try:
+                    grad = backward(self, *args, **kw)
+                except Exception:
+                    # A refused call (wrong gradient shape or dtype) must not cost the forward's cache:
+                    # the next, correct backward still works.
+                    if self.__dict__.get("_cache") is None:
+                        object.__setattr__(self, "_cache", cache)
+                    raise
                 if _trace.active():
                     _trace.record_backward(self, grad)
                 return grad
@@ -127,6 +143,7 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        object.__setattr__(self, "_cache", None)    # a forward that raises leaves no stale cache behind
         out = self.forward(*args, **kwargs)
         if _trace.active():
             _trace.record_forward(self, out, args)
@@ -204,18 +221,24 @@ class Module:
 
         Raises
         ------
+        TypeError
+            ``state_dict`` is not a mapping, or an array is not floating point (float16, float32 and
+            float64 are accepted and converted; int, bool, object, None are refused).
         KeyError
             ``strict`` and keys are missing or unexpected (the message names them).
         ValueError
             An array's shape differs from the parameter's (the message names the key and both shapes).
-        TypeError
-            An array is not floating point.
 
         Returns
         -------
         IncompatibleKeys
             ``(missing_keys, unexpected_keys)``.
         """
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            hint = (" (a checkpoint file? use nt.checkpoint.load_checkpoint(path).load_model(model))"
+                    if isinstance(state_dict, (str, bytes)) or hasattr(state_dict, "__fspath__") else "")
+            raise TypeError(f"state_dict must be a mapping of name -> array, like the one state_dict() returns; "
+                            f"got {type(state_dict).__name__}{hint}")
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -228,11 +251,12 @@ class Module:
                 continue
             value = state_dict[key]
             value = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+            if value.dtype.kind != "f":
+                raise TypeError(f"state_dict[{key!r}] must be a floating-point array of shape {target.shape}, "
+                                f"got dtype {value.dtype}" + (f" ({state_dict[key]!r})" if value.ndim == 0 else ""))
             if value.shape != target.shape:
                 raise ValueError(f"state_dict[{key!r}] has shape {value.shape}, but the module expects "
                                  f"{target.shape}")
-            if value.dtype.kind != "f":
-                raise TypeError(f"state_dict[{key!r}] must be a floating-point array, got dtype {value.dtype}")
             converted[key] = value
         for mprefix, mod in self.named_modules():
             for table in (mod._parameters, mod._buffers):
@@ -332,9 +356,9 @@ class Linear(Module):
         cache, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
         dx, dw, db = F.linear_backward(dout, cache)
-        self.weight.accumulate(dw)
+        self.weight.accumulate(dw, owned=True)
         if self.bias is not None:
-            self.bias.accumulate(db)
+            self.bias.accumulate(db, owned=True)
         return dx
 
     def extra_repr(self):
@@ -359,8 +383,9 @@ class Embedding(Module):
         self.num_embeddings = check_positive_int(num_embeddings, "num_embeddings")
         self.embedding_dim = check_positive_int(embedding_dim, "embedding_dim")
         if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"padding_idx must be within [-{num_embeddings}, {num_embeddings}), got {padding_idx}")
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
+                    or not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
             padding_idx = padding_idx % num_embeddings
         self.padding_idx = padding_idx
         self.dtype = _dtype_of(dtype)
@@ -409,9 +434,7 @@ class LayerNorm(Module):
             normalized_shape = normalized_shape[0]
         d = check_positive_int(normalized_shape, "normalized_shape")
         self.normalized_shape = (d,)
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got {eps!r}")
-        self.eps = float(eps)
+        self.eps = check_number(eps, "eps", low=0, low_open=True)
         self.elementwise_affine = elementwise_affine
         self.dtype = _dtype_of(dtype)
         self.register_parameter("weight", Parameter(np.ones(d, dtype=self.dtype)) if elementwise_affine else None)
@@ -432,9 +455,9 @@ class LayerNorm(Module):
         dout = check_grad(dout, "dout", shape, self.dtype)
         dx, dw, db = F.layer_norm_backward(dout, cache)
         if self.weight is not None:
-            self.weight.accumulate(dw)
+            self.weight.accumulate(dw, owned=True)
         if self.bias is not None:
-            self.bias.accumulate(db)
+            self.bias.accumulate(db, owned=True)
         return dx
 
     def extra_repr(self):
@@ -455,6 +478,7 @@ class Dropout(Module):
         self.last_mask = None
 
     def forward(self, x):
+        x = check_float_array(x, "input")
         out, cache = F.dropout_forward(x, self.p, self.training, self.rng)
         self.last_mask = cache.mask
         self._save((cache, out.shape, out.dtype))
@@ -473,12 +497,14 @@ class ReLU(Module):
     """``max(x, 0)`` as a module (what ``activation="relu"`` builds)."""
 
     def forward(self, x):
+        x = check_float_array(x, "input")
         out, cache = F.relu_forward(x)
-        self._save(cache)
+        self._save((cache, out.shape, out.dtype))
         return out
 
     def backward(self, dout):
-        return F.relu_backward(dout, self._take())
+        cache, shape, dtype = self._take()
+        return F.relu_backward(check_grad(dout, "dout", shape, dtype), cache)
 
 
 class GELU(Module):
@@ -491,12 +517,14 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, x):
+        x = check_float_array(x, "input")
         out, cache = F.gelu_forward(x, self.approximate)
-        self._save(cache)
+        self._save((cache, out.shape, out.dtype))
         return out
 
     def backward(self, dout):
-        return F.gelu_backward(dout, self._take())
+        cache, shape, dtype = self._take()
+        return F.gelu_backward(check_grad(dout, "dout", shape, dtype), cache)
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
@@ -644,22 +672,29 @@ class MultiheadAttention(Module):
             weights = probs.mean(axis=1) if average_attn_weights else probs       # (B, S, T) or (B, H, S, T)
         return out, weights
 
-    def backward(self, dout):
+    def backward(self, dout, sum_inputs=False):
         """dout shaped like the output -> (dquery, dkey, dvalue); accumulates every parameter's grad.
 
         For self-attention (the same array as query, key and value) the input's gradient is the sum of
-        the three.
+        the three. ``sum_inputs=True`` returns that sum alone (one matrix product instead of three and
+        two additions; what :class:`TransformerEncoderLayer` uses); it requires the forward to have been
+        self-attention.
         """
         cache, shape = self._take()
         if not self.batch_first:
             dout = check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype)
             dout = np.swapaxes(dout, 0, 1)
         dout = check_grad(dout, "dout", shape, self.dtype)
-        dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache)
+        if sum_inputs and not cache.fused:
+            raise ValueError("sum_inputs=True needs a self-attention forward (the same array as query, key "
+                             "and value)")
+        dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache, sum_inputs=sum_inputs)
         for name, g in grads.items():
             owner, _, leaf = name.rpartition(".")
             mod = self.out_proj if owner == "out_proj" else self
-            getattr(mod, leaf).accumulate(g)
+            getattr(mod, leaf).accumulate(g, owned=True)
+        if sum_inputs:
+            return dq if self.batch_first else np.swapaxes(dq, 0, 1)
         if not self.batch_first:
             dq, dk, dv = (np.swapaxes(a, 0, 1) for a in (dq, dk, dv))
         return dq, dk, dv
@@ -770,8 +805,8 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(out)
 
     def _sa_block_backward(self, dout):
-        dq, dk, dv = self.self_attn.backward(self.dropout1.backward(dout))
-        return dq + dk + dv                                      # x fed query, key and value: grads add
+        # x fed query, key and value: their three gradients add (summed inside, in one product)
+        return self.self_attn.backward(self.dropout1.backward(dout), sum_inputs=True)
 
     def _ff_block(self, x):
         h = self.dropout(self.activation(self.linear1(x)))                       # (B, S, F)
@@ -849,6 +884,13 @@ class TransformerEncoder(Module):
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, S, D) -> (B, S, D). ``is_causal=None`` detects a causal ``mask`` (as torch)."""
         self._cache = None
+        # Validate here so that the messages name this method's arguments (``mask``, not ``src_mask``).
+        layer = self.layers[0]
+        bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
+        src = check_float_input(src, "src", layer.dtype, ndim=3, last_dim=layer.d_model, shape_doc=bf)
+        b, s = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
+        check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], layer.dtype)
+        check_mask(mask, "mask", [(s, s), (b * layer.self_attn.num_heads, s, s)], layer.dtype)
         if is_causal is None:
             is_causal = _is_causal_mask(mask)
         x = src

@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from .nn import Parameter
+from ._checks import check_number, check_positive_int
+from .nn import Module, Parameter
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "noam_lr", "WarmupInverseSqrtSchedule",
            "ConstantSchedule", "OPTIMIZERS", "make_optimizer"]
@@ -31,9 +32,9 @@ class Optimizer:
     defaults: dict = {}
 
     def __init__(self, params, defaults):
-        if isinstance(params, Parameter):
+        if isinstance(params, (Parameter, Module)) or not hasattr(params, "__iter__"):
             raise TypeError("params must be an iterable of Parameters (e.g. model.parameters()), "
-                            "got a single Parameter")
+                            f"got {'a single ' if isinstance(params, Parameter) else ''}{type(params).__name__}")
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -43,6 +44,9 @@ class Optimizer:
         self.state = {}
         seen = set()
         for g in groups:
+            if not isinstance(g, dict) or "params" not in g:
+                raise TypeError("a parameter group must be a dict with a 'params' entry, got "
+                                f"{type(g).__name__}")
             g = dict(g)
             plist = [g["params"]] if isinstance(g["params"], Parameter) else list(g["params"])
             for p in plist:
@@ -58,18 +62,18 @@ class Optimizer:
             self.param_groups.append(g)
 
     def _check_group(self, group):
-        if not group["lr"] >= 0:
-            raise ValueError(f"lr must be >= 0, got {group['lr']!r}")
-        if not group.get("weight_decay", 0.0) >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {group['weight_decay']!r}")
+        """Validate (and normalise to floats) a group's hyper-parameters; ValueError names the bad one."""
+        group["lr"] = check_number(group["lr"], "lr", low=0)
+        group["weight_decay"] = check_number(group.get("weight_decay", 0.0), "weight_decay", low=0)
 
     @property
     def lr(self):
         return self.param_groups[0]["lr"]
 
     def set_lr(self, lr):
+        lr = check_number(lr, "lr", low=0)
         for g in self.param_groups:
-            g["lr"] = float(lr)
+            g["lr"] = lr
 
     def params(self):
         return [p for g in self.param_groups for p in g["params"]]
@@ -89,6 +93,9 @@ class Optimizer:
                     continue
                 if p.grad.shape != p.data.shape:
                     raise ValueError(f"gradient shape {p.grad.shape} differs from parameter shape {p.data.shape}")
+                if p.grad.dtype != p.data.dtype:
+                    raise TypeError(f"gradient dtype {p.grad.dtype} differs from the parameter's {p.data.dtype} "
+                                    f"(shape {p.data.shape}); gradients must have their parameter's dtype")
                 self._update(p, p.grad, self.state.setdefault(id(p), {}), group)
 
     def _update(self, p, grad, state, group):  # pragma: no cover - abstract
@@ -112,8 +119,15 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Restore hyper-parameters and per-parameter state; everything is validated first."""
+        """Restore hyper-parameters and per-parameter state; everything is validated first, so a refused
+        state leaves the optimizer as it was."""
+        if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise ValueError(f"optimizer state_dict must be a dict with keys 'state' and 'param_groups' "
+                             f"(as state_dict() returns), got {got}")
         groups = state_dict["param_groups"]
+        if not isinstance(groups, (list, tuple)) or not all(isinstance(g, dict) and "params" in g for g in groups):
+            raise ValueError("optimizer state's param_groups must be a list of dicts with a 'params' entry")
         if len(groups) != len(self.param_groups):
             raise ValueError(f"optimizer state has {len(groups)} parameter groups, this optimizer has "
                              f"{len(self.param_groups)}")
@@ -138,10 +152,18 @@ class Optimizer:
                     v = v.item()
                 converted[name] = v
             new_state[id(p)] = converted
+        new_groups = []
         for g_new, g in zip(groups, self.param_groups):
-            for k, v in g_new.items():
-                if k != "params":
-                    g[k] = tuple(v) if isinstance(v, list) else v
+            unknown = sorted(set(g_new) - set(g))
+            if unknown:
+                raise ValueError(f"optimizer state's param_groups hold unknown settings {unknown} "
+                                 f"(state from another optimizer class?)")
+            merged = dict(g)
+            merged.update({k: (tuple(v) if isinstance(v, list) else v) for k, v in g_new.items() if k != "params"})
+            self._check_group(merged)
+            new_groups.append(merged)
+        for g, merged in zip(self.param_groups, new_groups):
+            g.update(merged)
         self.state = new_state
 
     def __repr__(self):
@@ -157,12 +179,19 @@ class SGD(Optimizer):
     """Stochastic gradient descent with optional (Nesterov) momentum and L2 weight decay, as torch."""
 
     def __init__(self, params, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
-        if not momentum >= 0:
-            raise ValueError(f"momentum must be >= 0, got {momentum!r}")
+        lr = check_number(lr, "lr", low=0)
+        momentum = check_number(momentum, "momentum", low=0)
+        dampening = check_number(dampening, "dampening")
+        weight_decay = check_number(weight_decay, "weight_decay", low=0)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires momentum > 0 and dampening = 0")
-        super().__init__(params, dict(lr=float(lr), momentum=float(momentum), dampening=float(dampening),
-                                      weight_decay=float(weight_decay), nesterov=bool(nesterov)))
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=bool(nesterov)))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        group["momentum"] = check_number(group["momentum"], "momentum", low=0)
+        group["dampening"] = check_number(group["dampening"], "dampening")
 
     def _update(self, p, grad, state, group):
         dt = p.data.dtype
@@ -188,12 +217,16 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        betas = tuple(float(b) for b in betas)
-        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        betas = group["betas"]
+        if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
-        if not eps >= 0:
-            raise ValueError(f"eps must be >= 0, got {eps!r}")
-        super().__init__(params, dict(lr=float(lr), betas=betas, eps=float(eps), weight_decay=float(weight_decay)))
+        group["betas"] = tuple(check_number(b, f"betas[{i}]", low=0, high=1, high_open=True)
+                               for i, b in enumerate(betas))
+        group["eps"] = check_number(group["eps"], "eps", low=0)
 
     def _update(self, p, grad, state, group):
         dt = p.data.dtype
@@ -252,10 +285,18 @@ def clip_grad_norm_(params, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """
     if isinstance(params, Parameter):
         params = [params]
+    if isinstance(params, Module) or not hasattr(params, "__iter__"):
+        raise TypeError(f"params must be an iterable of Parameters (e.g. model.parameters()), got "
+                        f"{type(params).__name__}")
+    params = list(params)
+    bad = [type(p).__name__ for p in params if not isinstance(p, Parameter)]
+    if bad:
+        raise TypeError(f"params must be nt.Parameter objects, got {bad[0]}")
+    max_norm = check_number(max_norm, "max_norm", low=0, allow_inf=True)
+    norm_type = check_number(norm_type, "norm_type", allow_inf=True)
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return np.asarray(0.0)
-    norm_type = float(norm_type)
     dt = grads[0].dtype
     if norm_type == math.inf:
         norms = [np.max(np.abs(g)) if g.size else dt.type(0) for g in grads]
@@ -281,10 +322,12 @@ def noam_lr(step, d_model, warmup, factor=1.0):
     """The paper's schedule ``factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` (step >= 1):
     a linear warm-up for ``warmup`` steps, then decay as ``1/sqrt(step)``; the peak, at ``step = warmup``,
     is ``factor / sqrt(d_model * warmup)``."""
-    if step < 1:
-        raise ValueError(f"step counts from 1, got {step}")
-    if warmup < 1:
-        raise ValueError(f"warmup must be >= 1, got {warmup}")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"step counts from 1, got {step!r}")
+    check_positive_int(d_model, "d_model")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 1:
+        raise ValueError(f"warmup must be an int >= 1, got {warmup!r}")
+    check_number(factor, "factor")
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
@@ -292,6 +335,7 @@ class WarmupInverseSqrtSchedule:
     """The paper's warm-up schedule as a callable ``step -> lr`` (see :func:`noam_lr`)."""
 
     def __init__(self, d_model, warmup=4000, factor=1.0):
+        noam_lr(1, d_model, warmup, factor)                  # validates the three arguments
         self.d_model, self.warmup, self.factor = d_model, warmup, factor
 
     def __call__(self, step):
@@ -309,7 +353,7 @@ class ConstantSchedule:
     """``step -> lr`` always the same."""
 
     def __init__(self, lr):
-        self.lr = lr
+        self.lr = check_number(lr, "lr", low=0)
 
     def __call__(self, step):
         return self.lr
