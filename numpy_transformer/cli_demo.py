@@ -8,29 +8,31 @@ PyTorch oracle (same weights, same dropout masks) and the max error of every gra
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 
 import numpy as np
 
 from . import nn
 from ._trace import trace
+from .cli import nonnegative_int, positive_int, probability
 
 
 def register(subparsers):
     p = subparsers.add_parser("demo", help="run one encoder block forward and backward with a full trace",
                               description=__doc__)
-    p.add_argument("--vocab", type=int, default=10000, help="vocabulary size V (default 10000)")
-    p.add_argument("--d-model", type=int, default=512, help="model width D (default 512)")
-    p.add_argument("--nhead", type=int, default=8, help="attention heads H (default 8)")
-    p.add_argument("--dim-feedforward", type=int, default=2048, help="feed-forward width F (default 2048)")
-    p.add_argument("--dropout", type=float, default=0.1, help="dropout probability (default 0.1)")
-    p.add_argument("--batch", type=int, default=4, help="batch size B (default 4)")
-    p.add_argument("--seq-len", type=int, default=10, help="sequence length S (default 10)")
+    p.add_argument("--vocab", type=positive_int, default=10000, help="vocabulary size V (default 10000)")
+    p.add_argument("--d-model", type=positive_int, default=512, help="model width D (default 512)")
+    p.add_argument("--nhead", type=positive_int, default=8, help="attention heads H (default 8)")
+    p.add_argument("--dim-feedforward", type=positive_int, default=2048, help="feed-forward width F (default 2048)")
+    p.add_argument("--dropout", type=probability, default=0.1, help="dropout probability (default 0.1)")
+    p.add_argument("--batch", type=positive_int, default=4, help="batch size B (default 4)")
+    p.add_argument("--seq-len", type=positive_int, default=10, help="sequence length S (default 10)")
     p.add_argument("--activation", choices=["relu", "gelu"], default="relu")
     p.add_argument("--norm-first", action="store_true", help="pre-LN instead of post-LN")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="float64 (default) makes the oracle comparison exact to ~1e-15")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
     p.add_argument("--trace", action="store_true",
                    help="also trace the backward: every sub-layer's input gradient, with health flags")
@@ -88,6 +90,13 @@ def _health(records, d_model):
 def run(args):
     dtype = np.dtype(args.dtype)
     t0 = time.perf_counter()
+    if args.d_model % args.nhead:
+        print(f"error: --d-model must be divisible by --nhead, got {args.d_model} and {args.nhead}", file=sys.stderr)
+        return 2
+    if args.seq_len > 5000:
+        print(f"error: --seq-len must be at most 5000 (the positional table's max_len), got {args.seq_len}",
+              file=sys.stderr)
+        return 2
     model = DemoModel(args.vocab, args.d_model, args.nhead, args.dim_feedforward, args.dropout,
                       args.activation, args.norm_first, dtype, args.seed)
     rng = np.random.default_rng(args.seed + 1)

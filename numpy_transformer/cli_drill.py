@@ -14,6 +14,8 @@ import argparse
 import difflib
 import sys
 
+from .cli import nonnegative_int, positive_float, positive_int
+
 
 def _drills():
     from . import drills
@@ -89,11 +91,11 @@ def add_arguments(p):
     p_check.add_argument("file", help="your exercise file")
     p_check.add_argument("--exercise", default=None,
                          help="which exercise (default: from the file's `# drill:` header or its functions)")
-    p_check.add_argument("--seed", type=int, default=0, help="seed of the random cases (default 0)")
-    p_check.add_argument("--cases", type=int, default=40, help="number of cases (default 40)")
-    p_check.add_argument("--timeout", type=float, default=None,
+    p_check.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random cases (default 0)")
+    p_check.add_argument("--cases", type=positive_int, default=40, help="number of cases (default 40)")
+    p_check.add_argument("--timeout", type=positive_float, default=None,
                          help="wall-clock limit in seconds for the whole grading (default 20 + 2 per case, >= 60)")
-    p_check.add_argument("--call-timeout", type=float, default=10.0,
+    p_check.add_argument("--call-timeout", type=positive_float, default=10.0,
                          help="limit in seconds for one call of your function (default 10)")
     p_check.add_argument("--no-torch", action="store_true",
                          help="do not re-check the reference against PyTorch even when it is installed")

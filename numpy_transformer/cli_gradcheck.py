@@ -28,6 +28,7 @@ import numpy as np
 from . import functional as F
 from . import nn
 from .gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
+from .cli import nonnegative_int, positive_float
 
 __all__ = ["register", "run", "op_cases", "module_cases", "TORCH_TOL"]
 
@@ -42,10 +43,10 @@ def register(subparsers):
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="precision of the torch comparison (finite differences are always float64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the inputs, weights and upstream gradients")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the inputs, weights and upstream gradients")
     p.add_argument("--only", metavar="PATTERN", action="append",
                    help="run only the cases whose name contains PATTERN (case-insensitive; repeatable)")
-    p.add_argument("--eps", type=float, default=DEFAULT_EPS, help="finite-difference step (relative)")
+    p.add_argument("--eps", type=positive_float, default=DEFAULT_EPS, help="finite-difference step (relative)")
     p.set_defaults(func=run)
     return p
 
