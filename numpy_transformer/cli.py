@@ -48,6 +48,17 @@ def positive_float(text):
     return value
 
 
+def nonnegative_float(text):
+    """argparse type: a finite float >= 0 (e.g. a time limit where 0 means none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
 def probability(text):
     """argparse type: a float in [0, 1]."""
     try:

@@ -14,7 +14,7 @@ import argparse
 import difflib
 import sys
 
-from .cli import nonnegative_int, positive_float, positive_int
+from .cli import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 
 def _drills():
@@ -95,8 +95,8 @@ def add_arguments(p):
     p_check.add_argument("--cases", type=positive_int, default=40, help="number of cases (default 40)")
     p_check.add_argument("--timeout", type=positive_float, default=None,
                          help="wall-clock limit in seconds for the whole grading (default 20 + 2 per case, >= 60)")
-    p_check.add_argument("--call-timeout", type=positive_float, default=10.0,
-                         help="limit in seconds for one call of your function (default 10)")
+    p_check.add_argument("--call-timeout", type=nonnegative_float, default=10.0,
+                         help="limit in seconds for one call of your function (default 10; 0 = no limit)")
     p_check.add_argument("--no-torch", action="store_true",
                          help="do not re-check the reference against PyTorch even when it is installed")
     p_check.add_argument("-v", "--verbose", action="store_true", help="show the tags of every case")
