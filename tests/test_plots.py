@@ -2,6 +2,7 @@
 the model's own (checked against torch.nn.MultiheadAttention); without matplotlib a clear message and
 exit status 2."""
 
+import importlib.util
 import sys
 
 import numpy as np
@@ -11,7 +12,8 @@ import numpy_transformer as nt
 from numpy_transformer.cli import main
 from numpy_transformer.plotting import attention_weights, smooth, token_labels
 
-pytest.importorskip("matplotlib")
+needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                                      reason="matplotlib not installed (the plot extra)")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TINY = ["train", "--task", "reverse", "--vocab-size", "12", "--seq-len", "7", "--num-train", "200",
@@ -48,6 +50,7 @@ def assert_picture(path, min_colours=40, min_bytes=15_000):
 
 # -- attention -------------------------------------------------------------------------------------------
 
+@needs_matplotlib
 def test_plot_attention_given_tokens(run, tmp_path, capsys):
     out = tmp_path / "att.png"
     assert main(["plot", "attention", str(run / "run.npz"), "--tokens", "5 9 3 7 2 11 4", "--layer", "1",
@@ -56,6 +59,7 @@ def test_plot_attention_given_tokens(run, tmp_path, capsys):
     assert_picture(out)
 
 
+@needs_matplotlib
 def test_plot_attention_random_held_out_example(run, tmp_path, capsys):
     out = tmp_path / "sub" / "att.png"
     assert main(["plot", "attention", str(run / "run.npz"), "--random", "--seed", "0", "--layer", "-1",
@@ -106,12 +110,14 @@ def test_token_labels_and_smooth():
 
 # -- positional ------------------------------------------------------------------------------------------
 
+@needs_matplotlib
 def test_plot_positional(tmp_path):
     out = tmp_path / "pos.png"
     assert main(["plot", "positional", "--d-model", "64", "--max-len", "50", "--out", str(out)]) == 0
     assert_picture(out, min_colours=200)
 
 
+@needs_matplotlib
 def test_plot_positional_of_a_checkpoint(run, tmp_path):
     for name in ("learned", "run"):
         out = tmp_path / f"{name}.png"
@@ -122,6 +128,7 @@ def test_plot_positional_of_a_checkpoint(run, tmp_path):
 
 # -- training --------------------------------------------------------------------------------------------
 
+@needs_matplotlib
 def test_plot_training(run, tmp_path):
     out = tmp_path / "train.png"
     assert main(["plot", "training", str(run / "run.log.jsonl"), "--out", str(out)]) == 0
