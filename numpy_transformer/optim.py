@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ._checks import check_number, check_positive_int
+from ._checks import FLOAT_DTYPES, check_number, check_positive_int
 from .nn import Module, Parameter
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "noam_lr", "WarmupInverseSqrtSchedule",
@@ -52,6 +52,9 @@ class Optimizer:
             for p in plist:
                 if not isinstance(p, Parameter):
                     raise TypeError(f"optimizer params must be nt.Parameter objects, got {type(p).__name__}")
+                if p.data.dtype not in FLOAT_DTYPES:
+                    raise TypeError(f"optimizer params must be float32 or float64 arrays, got a Parameter of dtype "
+                                    f"{p.data.dtype} and shape {p.data.shape}")
                 if id(p) in seen:
                     raise ValueError("a parameter appears in more than one parameter group")
                 seen.add(id(p))
