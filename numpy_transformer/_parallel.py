@@ -62,3 +62,33 @@ def map_chunks(fn, out, *inputs):
         for _ in _get_pool().map(work, range(0, n, size)):
             pass
     return out
+
+
+def map_rows(fn, *arrays):
+    """Call ``fn(*row_blocks)`` over aligned blocks of rows of arrays sharing their leading dimensions.
+
+    The arrays must be C-contiguous with the same leading dimensions (their last dimensions may
+    differ, e.g. a (..., S, T) matrix and its (..., S, 1) row sums); each is viewed as (R, last) and
+    blocks of rows of about ``CHUNK`` elements are processed in parallel. ``fn`` works in place on its
+    views (row-wise operations such as a softmax). Anything else, or a small array, is one call.
+    """
+    first = arrays[0]
+    n = first.size
+    if n < MIN_PARALLEL or any(a.shape[:-1] != first.shape[:-1] or not a.flags.c_contiguous for a in arrays):
+        fn(*arrays)                                  # small, or not row-aligned: one call on the whole
+        return
+    rows = int(np.prod(first.shape[:-1], dtype=np.int64))
+    views = [a.reshape(rows, a.shape[-1]) for a in arrays]
+    threads = num_threads()
+    chunks = min(rows, threads * -(-n // (threads * CHUNK)))
+    size = -(-rows // chunks)
+
+    def work(i):
+        fn(*(v[i:i + size] for v in views))
+
+    if threads == 1 or chunks == 1:
+        for i in range(0, rows, size):
+            work(i)
+    else:
+        for _ in _get_pool().map(work, range(0, rows, size)):
+            pass

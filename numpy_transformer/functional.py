@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ._erf import _pdf_chunk, _phi_chunk, erf, erfc
-from ._parallel import map_chunks
+from ._parallel import map_chunks, map_rows
 
 __all__ = [
     "linear_forward", "linear_backward",
@@ -232,14 +232,29 @@ def softmax_forward(x, axis=-1, out=None):
     out : ndarray, same shape as ``x``
     cache : SoftmaxCache
     """
-    m = np.max(x, axis=axis, keepdims=True)
+    if out is None:
+        out = np.empty_like(x)
+    if out is not x:
+        out[...] = x
+    if axis in (-1, x.ndim - 1) and out.flags.c_contiguous:
+        map_rows(_softmax_last_axis_inplace, out)               # row blocks in parallel, in cache
+    else:
+        _softmax_inplace(out, axis)
+    return out, SoftmaxCache(out, axis)
+
+
+def _softmax_inplace(y, axis=-1):
+    m = np.max(y, axis=axis, keepdims=True)
     m[np.isneginf(m)] = 0                                        # all -inf row: exp(-inf) = 0 below
-    y = np.subtract(x, m, out=out)
+    y -= m
     np.exp(y, out=y)
     s = y.sum(axis=axis, keepdims=True)
     s[s == 0] = 1                                                # all-masked row stays all zero
     y /= s
-    return y, SoftmaxCache(y, axis)
+
+
+def _softmax_last_axis_inplace(y):
+    _softmax_inplace(y, -1)
 
 
 def softmax_backward(dout, cache):
@@ -559,12 +574,18 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     dscores = dout @ np.swapaxes(v, -1, -2)                                      # (..., S, T) = dPd
     if keep is not None:
         dscores *= keep                                                          # dP
-    dscores -= np.sum(dout * o, axis=-1, keepdims=True)                          # dP - rowsum(dP * P)
-    dscores *= probs                                                             # dA
-    dscores *= _scalar(scale, dscores.dtype)                                     # c dA
-    dq = np.matmul(dscores, k, out=dq_out)                                       # (..., S, Dh)
-    dk = np.matmul(np.swapaxes(dscores, -1, -2), q, out=dk_out)                  # (..., T, Dh)
+    delta = np.sum(dout * o, axis=-1, keepdims=True)                             # rowsum(dP * P)
+    map_rows(_softmax_grad_rows, dscores, delta, probs)                          # dA = P (dP - delta)
+    # dq = c dA k and dk = c dA^T q: the scale goes on the small (.., T, Dh) operands, not on dA.
+    dq = np.matmul(dscores, k * _scalar(scale, k.dtype), out=dq_out)             # (..., S, Dh)
+    dk = np.matmul(np.swapaxes(dscores, -1, -2), q * _scalar(scale, q.dtype), out=dk_out)  # (..., T, Dh)
     return dq, dk, dv
+
+
+def _softmax_grad_rows(dp, delta, probs):
+    """In place on row blocks: ``dp <- probs * (dp - delta)``, the softmax backward with its row sum."""
+    dp -= delta
+    dp *= probs
 
 
 # --------------------------------------------------------------------------------------------------
