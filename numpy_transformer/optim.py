@@ -297,6 +297,8 @@ def clip_grad_norm_(params, max_norm, norm_type=2.0, error_if_nonfinite=False):
         raise TypeError(f"params must be nt.Parameter objects, got {bad[0]}")
     max_norm = check_number(max_norm, "max_norm", low=0, allow_inf=True)
     norm_type = check_number(norm_type, "norm_type", allow_inf=True)
+    if norm_type not in (2.0, math.inf):
+        raise ValueError(f"norm_type must be 2 or inf, got {norm_type!r}")
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return np.asarray(0.0)
