@@ -198,13 +198,13 @@ def _phi_far(x):
     carried as a double-double ``wh + wl``, and fdlibm's tail formula gets the first-order corrections
     ``exp(-2 wh wl)`` (in the exponent) and ``1 / (wh + wl) = (1 - wl/wh) / wh``.
     """
-    p, e = _two_product(x, _SQRT_HALF)
-    wh = -p
-    wl = -(e + x * _SQRT_HALF_LO)
+    wh = -(x * _SQRT_HALF)
     out = 0.5 * erfc(wh)
     tail = (wh >= 1.25) & (wh < 28.0)
     if tail.any():
-        h, l = wh[tail], wl[tail]
+        xt = x[tail]                                # |x| < 40 here: Dekker's split cannot overflow
+        p, e = _two_product(xt, _SQRT_HALF)
+        h, l = -p, -(e + xt * _SQRT_HALF_LO)
         s = 1.0 / (h * h)
         ratio = np.where(h < 1 / 0.35, _poly(_RA, s) / _poly(_SA, s), _poly(_RB, s) / _poly(_SB, s))
         z = _truncate_low_bits(h)

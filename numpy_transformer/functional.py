@@ -168,6 +168,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5):
     """
     mean = x.mean(axis=-1, keepdims=True)                        # (..., 1)
     xc = x - mean                                                # (..., D)
+    # Centre twice: the float mean of D equal values can miss them by an ulp, and on a constant row
+    # that residue, divided by sqrt(eps), would become noise instead of the exact 0 torch gives.
+    xc -= xc.mean(axis=-1, keepdims=True)
     var = np.mean(xc * xc, axis=-1, keepdims=True)               # (..., 1) biased
     rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1)
     xhat = xc * rstd                                             # (..., D)
@@ -246,7 +249,8 @@ def softmax_forward(x, axis=-1, out=None):
 def _softmax_inplace(y, axis=-1):
     m = np.max(y, axis=axis, keepdims=True)
     m[np.isneginf(m)] = 0                                        # all -inf row: exp(-inf) = 0 below
-    y -= m
+    with np.errstate(over="ignore"):                             # -max - max = -inf: exp gives the right 0
+        y -= m
     np.exp(y, out=y)
     s = y.sum(axis=axis, keepdims=True)
     s[s == 0] = 1                                                # all-masked row stays all zero
@@ -300,35 +304,44 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _gelu_exact_chunk(out, x):
-    _phi_chunk(out, x)                                           # Phi(x)
+    with np.errstate(over="ignore"):                             # x*x of huge x: inf, correctly handled
+        _phi_chunk(out, x)                                       # Phi(x)
     out *= x                                                     # x Phi(x)
 
 
 def _gelu_exact_grad_chunk(out, x, dout):
-    _phi_chunk(out, x)                                           # Phi(x)
-    pdf = np.empty_like(x)
-    _pdf_chunk(pdf, x)                                           # phi(x) = exp(-x**2/2) / sqrt(2 pi)
+    with np.errstate(over="ignore"):
+        _phi_chunk(out, x)                                       # Phi(x)
+        pdf = np.empty_like(x)
+        _pdf_chunk(pdf, x)                                       # phi(x) = exp(-x**2/2) / sqrt(2 pi)
     pdf *= x
     out += pdf                                                   # Phi(x) + x phi(x)
     out *= dout
 
 
+_TANH_SATURATED = 1e4          # |x| beyond this: tanh(u) is exactly +-1 in float32 and float64
+
+
 def _gelu_tanh_chunk(out, x):
     dt = x.dtype.type
-    np.multiply(x, x, out=out)
+    xs = np.clip(x, dt(-_TANH_SATURATED), dt(_TANH_SATURATED))   # x**3 must not overflow; tanh is flat there
+    np.multiply(xs, xs, out=out)
     out *= dt(0.044715)
     out += dt(1.0)
-    out *= x
+    out *= xs
     out *= dt(_SQRT_2_OVER_PI)                                   # u = sqrt(2/pi)(x + 0.044715 x**3)
     np.tanh(out, out=out)
     out += dt(1.0)
-    out *= x
-    out *= dt(0.5)                                               # x/2 (1 + tanh u)
+    out *= dt(0.5)                                               # (1 + tanh u)/2, halved before the x
+    out *= x                                                     # x/2 (1 + tanh u); finite up to max
 
 
 def _gelu_tanh_grad_chunk(out, x, dout):
     dt = x.dtype.type
     c, k = dt(_SQRT_2_OVER_PI), dt(0.044715)
+    # Beyond the clip tanh is exactly +-1, so (1 - t**2) = 0 and the clipped x changes nothing, while
+    # x**2 itself could overflow and meet that 0 as inf * 0 = NaN.
+    x = np.clip(x, dt(-_TANH_SATURATED), dt(_TANH_SATURATED))
     x2 = np.multiply(x, x)
     t = x2 * k
     t += dt(1.0)

@@ -259,13 +259,6 @@ def test_exact_gelu_limits_up_to_the_largest_float(dtype):
     np.testing.assert_array_equal(dx[4:], 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "functional tanh GELU: the forward computes x * (1 + tanh u) before halving, so it overflows to inf "
-    "for x > max/2 (torch: 0.5 * x * (1 + t), finite); the backward forms x**2 for du/dx, which overflows "
-    "(|x| > 1.8e19 in float32, 1.3e154 in float64) and then meets (1 - t**2) = 0: inf * 0 = NaN instead "
-    "of the limits 1 / 0 (torch has the same NaN). Needed in _gelu_tanh_chunk: halve before multiplying "
-    "by x (out += 1; out *= 0.5; out *= x); in _gelu_tanh_grad_chunk: compute the x-dependent factor of "
-    "the second term from x clipped to +-1e4 (tanh is exactly +-1 there, so no value in range changes)."))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_tanh_gelu_limits_up_to_the_largest_float(dtype):
     fmax = float(np.finfo(dtype).max)
@@ -278,10 +271,6 @@ def test_tanh_gelu_limits_up_to_the_largest_float(dtype):
     np.testing.assert_array_equal(dx[k:], 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "functional.softmax_forward (x - max over a +-max spread) and _erf/GELU (x*x for huge |x|) emit NumPy "
-    "'overflow encountered' RuntimeWarnings although the results are right (the overflow goes to the "
-    "correct -inf / 0). Needed: wrap those steps in np.errstate(over='ignore'), as loss.log_softmax does."))
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_huge_finite_inputs_raise_no_warnings(dtype):
     fmax = np.finfo(dtype).max
