@@ -141,24 +141,30 @@ def _layer_norm_vs_torch(x, w, b, eps, g, exact=False):
     return (y, dx, dw, db), (yt.detach().numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "functional.layer_norm_forward: x - mean is not exactly 0 on a constant row (the float mean of "
-    "identical values is off by an ulp), so xhat is noise times 1/sqrt(eps) instead of 0. Needed: a "
-    "second centring pass, xc -= xc.mean(axis=-1, keepdims=True), after xc = x - mean (exact zeros on "
-    "constant rows, as torch's Welford moments give). Remove this marker once that lands."))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("eps", [1e-5, 1e-12])
-def test_layer_norm_constant_rows_match_torch(dtype, eps):
+def test_layer_norm_constant_rows_exact(dtype, eps):
+    """A constant row has xhat = 0 exactly (the forward centres twice), so y = bias as torch gives.
+
+    The gradients are then known exactly: dw = sum(dout * xhat) = 0, db = sum(dout), and
+    dx = (dxhat - mean(dxhat)) / sqrt(eps) with dxhat = dout * w. Torch is not the oracle for dw and dx
+    here: its variance of a constant row carries rounding noise that 1/sqrt(eps) amplifies (float32,
+    eps=1e-12: its dw is 0.12 where the exact value is 0, its dx off by 1000x), so ours is compared with
+    the exact values and torch only where it is exact (y, db).
+    """
     rng = np.random.default_rng(0)
     d = 7
     x = np.stack([np.full(d, c) for c in (0.1, 1 / 3, -3.3, 1e4, 0.0, 2.5e-3)]).astype(dtype)   # (6, D) constant
     w = rng.uniform(0.5, 1.5, d).astype(dtype)
     b = rng.standard_normal(d).astype(dtype)
     g = rng.standard_normal(x.shape).astype(dtype)
-    ours, ref = _layer_norm_vs_torch(x, w, b, eps, g)
-    np.testing.assert_array_equal(ours[0], np.broadcast_to(b, x.shape))          # xhat = 0: output = bias
-    np.testing.assert_array_equal(ref[0], np.broadcast_to(b, x.shape))
-    assert_close({n: (a, r) for n, a, r in zip(("y", "dx", "dw", "db"), ours, ref)}, dtype=dtype)
+    (y, dx, dw, db), (yt, _, _, dbt) = _layer_norm_vs_torch(x, w, b, eps, g)
+    np.testing.assert_array_equal(y, np.broadcast_to(b, x.shape))               # xhat = 0: output = bias
+    np.testing.assert_array_equal(yt, np.broadcast_to(b, x.shape))
+    assert np.all(dw == 0), "dw must be exactly 0 on constant rows (xhat = 0)"
+    dxhat = g.astype(np.float64) * w.astype(np.float64)
+    exact_dx = (dxhat - dxhat.mean(axis=-1, keepdims=True)) / np.sqrt(np.float64(eps))
+    assert_close({"dx": (dx, exact_dx), "db": (db, dbt)}, dtype=dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
