@@ -692,7 +692,8 @@ class MultiheadAttention(Module):
         for name, g in grads.items():
             owner, _, leaf = name.rpartition(".")
             mod = self.out_proj if owner == "out_proj" else self
-            getattr(mod, leaf).accumulate(g, owned=True)
+            # a dict lookup, not getattr: CPython's attribute cache would keep every fresh name string
+            mod._parameters[leaf].accumulate(g, owned=True)
         if sum_inputs:
             return dq if self.batch_first else np.swapaxes(dq, 0, 1)
         if not self.batch_first:
