@@ -398,6 +398,7 @@ def test_fully_padded_sequence_never_leaks_into_other_rows_or_gradients(dtype, a
 # NaN / inf inputs propagate like torch, and the trace names the layer
 # ------------------------------------------------------------------------------------------------
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # NaN in, NaN out: expected
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_nonfinite_input_propagates_like_torch(norm_first, bad):
@@ -420,6 +421,7 @@ def test_nonfinite_input_propagates_like_torch(norm_first, bad):
     assert np.isfinite(y[[0, 2]]).all(), "a NaN in sequence 1 leaked into sequences 0 and 2"
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_trace_names_the_layer_where_nonfinite_values_first_appear():
     m = nt.TransformerModel(11, d_model=8, nhead=2, num_layers=2, dim_feedforward=16, dropout=0.0, max_len=5,
                             dtype=np.float64, seed=0)
