@@ -42,6 +42,8 @@ def map_chunks(fn, out, *inputs):
     in parallel. (Each NumPy call costs a few microseconds whatever its size, so chunks must stay
     large: measured here, 8K-element chunks were 4x slower than 256K-element ones.)
     """
+    if out.size == 0:
+        return out
     flat_out = out.reshape(-1)
     if not np.shares_memory(flat_out, out):
         raise ValueError("map_chunks needs a C-contiguous output array")
@@ -74,6 +76,8 @@ def map_rows(fn, *arrays):
     """
     first = arrays[0]
     n = first.size
+    if n == 0:
+        return
     if n < MIN_PARALLEL or any(a.shape[:-1] != first.shape[:-1] or not a.flags.c_contiguous for a in arrays):
         fn(*arrays)                                  # small, or not row-aligned: one call on the whole
         return

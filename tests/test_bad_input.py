@@ -253,7 +253,7 @@ def test_backward_misuse(entry, seed, kind):
         np.testing.assert_array_equal(x, y)
 
 
-@given(entry=st.sampled_from([e for e in ENTRIES if e.name != "GELU"]), batch=st.integers(0, 2), seq=st.integers(0, 2),
+@given(entry=st.sampled_from(ENTRIES), batch=st.integers(0, 2), seq=st.integers(0, 2),
        seed=seeds)
 def test_zero_size_batches_and_sequences_work_or_are_refused_clearly(entry, batch, seq, seed):
     if batch and seq:
@@ -271,10 +271,6 @@ def test_zero_size_batches_and_sequences_work_or_are_refused_clearly(entry, batc
     _assert_usable(entry, module, seed)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_parallel.map_chunks raises 'needs a C-contiguous output array' on an empty array (np.shares_memory "
-    "is False for size 0) and would then divide by zero (chunks = 0). Needed at the top of map_chunks: "
-    "if out.size == 0: return out. Remove this marker and let GELU back into the zero-size test above."))
 def test_gelu_on_empty_arrays():
     for shape in [(0, 3, D), (2, 0, D), (0,)]:
         g = nt.GELU()
