@@ -236,7 +236,8 @@ def record_attention(module, cache):
     flag = ""
     if finite.size and np.abs(finite).max() > SCORE_LIMIT:
         flag = (f"scores reach {np.abs(finite).max():.3g}, outside [-{SCORE_LIMIT:g}, {SCORE_LIMIT:g}] "
-                "(missing the 1/sqrt(Dh) scale?)")
+                "(missing the 1/sqrt(Dh) scale? a trained head that attends sharply can legitimately go "
+                "beyond; at initialisation it should not)")
     _ACTIVE.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note="expect within [-10, 10]", flag=flag)
     rows = attn.probs.sum(axis=-1)                                                        # (B, H, S)
     live = rows[rows != 0]                       # rows with every key masked are all-zero by design

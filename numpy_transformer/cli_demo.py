@@ -59,7 +59,7 @@ class DemoModel(nn.Module):
         self.embedding.backward(self.pos_encoding.backward(self.encoder_block.backward(dout)))
 
 
-def _health(records, d_model):
+def _health(records, d_model, norm_first=False):
     """The seed design's checks on the traced forward, as (check, value, verdict) rows."""
     by_name = {r.name: r for r in records if r.phase == "forward"}
     rows = []
@@ -76,7 +76,7 @@ def _health(records, d_model):
     if soft is not None:
         rows.append(("softmax row sums (expect 1)", soft.note.replace("row sums in ", ""), True))
     out = by_name.get("encoder_block")
-    if out is not None:
+    if out is not None and not norm_first:             # a pre-LN block's output is not normalised
         ok = abs(out.mean) < 0.1 and 0.8 < out.std < 1.2
         rows.append(("block output mean/std (post-LN: expect ~0 / ~1)", f"{out.mean:.4f} / {out.std:.4f}", ok))
     bad = [f"{r.name} ({r.phase})" for r in records if "NaN/inf" in r.flag]
@@ -132,7 +132,7 @@ def run(args):
         print(f"{name:<44} {str(g.shape):<14} {g.mean():>11.3e} {g.std():>11.3e} {np.abs(g).max():>11.3e}")
 
     print("\nHEALTH CHECKS (the seed design's dimension-tracking table)")
-    for check, value, ok in _health(t.records, args.d_model):
+    for check, value, ok in _health(t.records, args.d_model, args.norm_first):
         print(f"  [{'ok' if ok else '!!'}] {check}: {value}")
 
     if not args.no_torch:

@@ -93,7 +93,8 @@ def register(subparsers):
     p = subparsers.add_parser("predict", help="run a trained checkpoint on token sequences")
     p.add_argument("checkpoint", help="a .npz written by train --save")
     p.add_argument("--tokens", action="append", metavar="IDS",
-                   help='a source sequence, e.g. --tokens "5 9 3 7" (repeatable); default: --random 5')
+                   help='a source sequence of the length the model was trained on, e.g. --tokens "5 9 3 7 ..." '
+                        '(repeatable); default: --random 5')
     p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
     p.set_defaults(func=run_predict)
 

@@ -247,10 +247,13 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
     if oracle is not None:
         try:
             tout = oracle.run(ex.name, inputs)
-            worst = 0.0
+            worst, agree = 0.0, True
             for name, arr in tout.items():
-                worst = max(worst, diagnose.compare(arr, ref[name], np.inf)["rel"] or 0.0)
-            oracle_res = {"rel": worst}
+                cmp = diagnose.compare(arr, ref[name], 1e-9)
+                agree = agree and cmp["ok"]         # rounding noise around an exact 0 (ATOL) agrees too
+                if not (cmp["ok"] and (cmp["rel"] or 0.0) > 1e-9):   # such an output has no relative error
+                    worst = max(worst, cmp["rel"] or 0.0)
+            oracle_res = {"rel": worst, "agree": agree}
         except Exception as exc:  # noqa: BLE001
             oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
     return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
