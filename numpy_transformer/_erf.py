@@ -71,14 +71,21 @@ def _truncate_low_bits(a):
     return (a.view(np.uint32) & np.uint32(0xFFFFF000)).view(np.float32)
 
 
-def _tail_erfc(ax):
-    """``erfc(ax)`` for ``1.25 <= ax < 28`` (``ax`` positive): the two tail intervals."""
+def _tail_erfc(ax, lo=None):
+    """``erfc(ax)`` for ``1.25 <= ax < 28`` (``ax`` positive): the two tail intervals.
+
+    ``lo``, optional, is a low-order part of the argument (``erfc(ax + lo)`` for a double-double
+    ``ax + lo``): first-order corrections ``exp(-2 ax lo)`` and ``1/(ax + lo) = (1 - lo/ax)/ax``.
+    """
     one = ax.dtype.type(1.0)
     s = one / (ax * ax)
     near = ax < 1 / 0.35
     ratio = np.where(near, _poly(_RA, s) / _poly(_SA, s), _poly(_RB, s) / _poly(_SB, s))
     z = _truncate_low_bits(ax)
-    return np.exp(-z * z - ax.dtype.type(0.5625)) * np.exp((z - ax) * (z + ax) + ratio) / ax
+    if lo is None:
+        return np.exp(-z * z - ax.dtype.type(0.5625)) * np.exp((z - ax) * (z + ax) + ratio) / ax
+    return (np.exp(-z * z - 0.5625) * np.exp((z - ax) * (z + ax) - 2.0 * ax * lo + ratio) / ax
+            * (1.0 - lo / ax))
 
 
 def _as_float_array(x):
@@ -204,12 +211,7 @@ def _phi_far(x):
     if tail.any():
         xt = x[tail]                                # |x| < 40 here: Dekker's split cannot overflow
         p, e = _two_product(xt, _SQRT_HALF)
-        h, l = -p, -(e + xt * _SQRT_HALF_LO)
-        s = 1.0 / (h * h)
-        ratio = np.where(h < 1 / 0.35, _poly(_RA, s) / _poly(_SA, s), _poly(_RB, s) / _poly(_SB, s))
-        z = _truncate_low_bits(h)
-        r = np.exp(-z * z - 0.5625) * np.exp((z - h) * (z + h) - 2.0 * h * l + ratio) / h * (1.0 - l / h)
-        out[tail] = 0.5 * r
+        out[tail] = 0.5 * _tail_erfc(-p, -(e + xt * _SQRT_HALF_LO))
     return out
 
 
