@@ -71,6 +71,16 @@ def check_probability(p, name="dropout"):
     return float(p)
 
 
+def _as_array_refusing_float16(x, name):
+    """``x`` as an ndarray; float16 is refused with a message saying how to convert it."""
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype == np.float16:
+        raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
+                        f"{name}.astype(np.float32)")
+    return x
+
+
 def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     """Return ``x`` as an ndarray of the module's float ``dtype`` after checking rank and last dim.
 
@@ -79,12 +89,8 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     where embeddings are expected. A float array of the other precision is refused too: NumPy would
     silently promote a whole float32 layer to float64.
     """
-    if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
+    x = _as_array_refusing_float16(x, name)
     if x.dtype not in FLOAT_DTYPES:
-        if x.dtype == np.float16:
-            raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
-                            f"{name}.astype(np.float32)")
         raise TypeError(f"{name} must be a floating-point array of dtype {dtype}, got dtype {x.dtype}"
                         + (" (token ids go to an Embedding, not here)" if x.dtype.kind in "iu" else ""))
     if x.dtype != dtype:
@@ -103,12 +109,8 @@ def check_float_array(x, name):
     Integer, bool, object and float16 arrays are refused with TypeError (NumPy would compute in
     another dtype, or fail deep inside an elementwise kernel).
     """
-    if not isinstance(x, np.ndarray):
-        x = np.asarray(x)
+    x = _as_array_refusing_float16(x, name)
     if x.dtype not in FLOAT_DTYPES:
-        if x.dtype == np.float16:
-            raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
-                            f"{name}.astype(np.float32)")
         raise TypeError(f"{name} must be a float32 or float64 array, got dtype {x.dtype}")
     return x
 
