@@ -3,7 +3,7 @@
 
 Everything here calls PyTorch's own implementations (``torch.nn.functional`` and ``torch.nn``
 modules, with ``numpy_transformer``'s weights copied in through ``state_dict``), never our NumPy code,
-so an agreement is an independent confirmation. ``numpy_transformer.cli_gradcheck`` imports this module
+so an agreement is an independent confirmation. ``numpy_transformer.cli.gradcheck`` imports this module
 lazily (``numpy_transformer`` itself never imports torch).
 
 Masks follow ``numpy_transformer``'s convention (bool True = may NOT attend, float = added) on the way

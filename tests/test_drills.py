@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 import numpy_transformer.drills as drills
-from numpy_transformer import cli, cli_drill
+from numpy_transformer import cli
+from numpy_transformer.cli import drill as cli_drill
 from numpy_transformer.drills import diagnose, exercises
 from numpy_transformer.drills._worker import grade_case
 
@@ -35,7 +36,7 @@ NAMES = list(drills.EXERCISES)
 
 def check(path, *extra, cases=12):
     """Run ``drill check`` as a user would (a subprocess); return (exit status, output)."""
-    cmd = [sys.executable, "-m", "numpy_transformer.cli_drill", "check", str(path), "--no-torch", "-q",
+    cmd = [sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "--no-torch", "-q",
            "--cases", str(cases), *extra]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
@@ -720,14 +721,14 @@ def test_grading_works_without_torch(tmp_path):
     (fake / "torch" / "__init__.py").write_text("raise ImportError('No module named torch', name='torch')\n")
     path = write(tmp_path, solution_source("softmax"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))
-    proc = subprocess.run([sys.executable, "-m", "numpy_transformer.cli_drill", "check", str(path), "-q",
+    proc = subprocess.run([sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "-q",
                            "--cases", "6"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch is not installed" in proc.stdout
 
 
 def test_runtime_never_imports_torch():
-    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli_drill, numpy_transformer.drills._worker\n"
+    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, numpy_transformer.drills._worker\n"
             "import numpy_transformer.drills.variants\n"
             "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')], 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 
-from .checkpoint import check_save_path, load_checkpoint
-from .data import TASKS
-from .optim import OPTIMIZERS
-from .runlog import RunLog, default_log_path
-from .training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
+from ..checkpoint import check_save_path, load_checkpoint
+from ..data import TASKS
+from ..optim import OPTIMIZERS
+from ..runlog import RunLog, default_log_path
+from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
 
 _D = TrainConfig()      # the defaults, for the help texts
 
@@ -303,7 +303,7 @@ def _load(path):
 def run_predict(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
-        from .data import make_targets, make_task
+        from ..data import make_targets, make_task
         if args.tokens:
             rows = []
             for text in args.tokens:
@@ -343,7 +343,7 @@ def run_predict(args):
 def run_evaluate(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
-        from .data import make_task
+        from ..data import make_task
         data = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
         if args.num is not None and args.num <= 0:
             raise ValueError(f"--num must be positive, got {args.num}")

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from . import nn
-from ._trace import trace
-from .cli import nonnegative_int, positive_int, probability
+from .. import nn
+from .._trace import trace
+from . import nonnegative_int, positive_int, probability
 
 
 def register(subparsers):

@@ -25,10 +25,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import functional as F
-from . import nn
-from .gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
-from .cli import nonnegative_int, positive_float
+from .. import functional as F
+from .. import nn
+from ..gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
+from . import nonnegative_int, positive_float
 
 __all__ = ["register", "run", "op_cases", "module_cases", "TORCH_TOL"]
 

@@ -14,11 +14,11 @@ import argparse
 import difflib
 import sys
 
-from .cli import nonnegative_float, nonnegative_int, positive_float, positive_int
+from . import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 
 def _drills():
-    from . import drills
+    from .. import drills
     return drills
 
 
@@ -116,7 +116,7 @@ def register(subparsers):
 
 
 def main(argv=None):
-    """``drill`` on its own (``python -m numpy_transformer.cli_drill list``), without the other commands."""
+    """``drill`` on its own (``python -m numpy_transformer.cli.drill list``), without the other commands."""
     p = argparse.ArgumentParser(prog="numpy-transformer drill", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)

@@ -62,7 +62,7 @@ def _error(msg):
 
 def _guarded(draw):
     """Run ``draw()``; turn a missing matplotlib and bad inputs into an error message and status 2."""
-    from .plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
+    from ..plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
     try:
         out = draw()
     except MatplotlibMissing as exc:
@@ -90,10 +90,10 @@ def _parse_tokens(text, vocab_size, max_len):
 
 def run_attention(args):
     def draw():
-        from .checkpoint import load_checkpoint
-        from .data import make_task
-        from .plotting import attention_weights, plot_attention, token_labels
-        from .training import checkpoint_config
+        from ..checkpoint import load_checkpoint
+        from ..data import make_task
+        from ..plotting import attention_weights, plot_attention, token_labels
+        from ..training import checkpoint_config
         ckpt = load_checkpoint(args.checkpoint)
         model = ckpt.build_model()
         mc = ckpt.model_config
@@ -125,10 +125,10 @@ def run_attention(args):
 
 def run_positional(args):
     def draw():
-        from .nn import sinusoidal_table
-        from .plotting import plot_positional
+        from ..nn import sinusoidal_table
+        from ..plotting import plot_positional
         if args.checkpoint:
-            from .checkpoint import load_checkpoint
+            from ..checkpoint import load_checkpoint
             ckpt = load_checkpoint(args.checkpoint)
             mc = ckpt.model_config
             if mc.get("pos_encoding") == "learned":
@@ -150,8 +150,8 @@ def run_positional(args):
 def run_training(args):
     def draw():
         import os
-        from .plotting import plot_training
-        from .runlog import read_log
+        from ..plotting import plot_training
+        from ..runlog import read_log
         if not os.path.exists(args.log):
             raise FileNotFoundError(f"log {args.log} does not exist (train writes it next to --save: "
                                     "run.npz -> run.log.jsonl)")

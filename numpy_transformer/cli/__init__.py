@@ -1,6 +1,6 @@
 """Command line: ``python -m numpy_transformer COMMAND ...`` (also the ``numpy-transformer`` script).
 
-Each command lives in its own module ``numpy_transformer.cli_<name>`` exposing
+Each command lives in its own module ``numpy_transformer.cli.<name>`` exposing
 ``register(subparsers)``, which adds its sub-parser and sets ``func`` (called with the parsed
 arguments, returning the exit status).
 """
@@ -78,9 +78,9 @@ def build_parser():
     sub.required = True
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"numpy_transformer.cli_{name}")
+            module = importlib.import_module(f"numpy_transformer.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"numpy_transformer.cli_{name}":
+            if exc.name != f"numpy_transformer.cli.{name}":
                 raise                                   # a real missing dependency: say so
             continue                                    # that command is not installed here
         module.register(sub)
