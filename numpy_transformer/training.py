@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import data as data_mod
+from . import oracle
 from ._checks import check_number, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -210,8 +211,7 @@ class Trainer:
     # -- torch twin ---------------------------------------------------------------------------------
     def attach_twin(self):
         """Build the torch twin from the current weights and optimizer state (imports torch lazily)."""
-        import importlib
-        ref = importlib.import_module("reference_torch.model")
+        ref = oracle.load("model", purpose="--check-torch")
         self.twin = ref.TorchTwin(self.model, self.config.optimizer, self.config.optimizer_kwargs(),
                                   label_smoothing=self.config.label_smoothing)
         self.twin.load_optimizer_state(self.model, self.optimizer)

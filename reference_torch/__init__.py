@@ -1,8 +1,16 @@
 """The PyTorch oracle for ``numpy_transformer``: readable twins of its modules (autograd gradients),
 weight/gradient/dropout-mask conversion, and the checker ``python -m reference_torch.check``.
 
-Needs torch; ``numpy_transformer`` itself never imports this package (only lazily, where a CLI offers it).
+Needs torch; ``numpy_transformer`` itself never imports this package (only lazily, through
+:mod:`numpy_transformer.oracle`, where a CLI offers it).
 """
+
+try:
+    import torch as _torch  # noqa: F401  (everything here needs it)
+except ImportError as _exc:
+    from numpy_transformer.oracle import torch_missing_error
+    # name= this package: ``python -m reference_torch.check`` then prints the one line, not a traceback
+    raise torch_missing_error("reference_torch", name=__name__) from _exc
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
                       to_torch, twin)

@@ -7,13 +7,12 @@ PyTorch oracle (same weights, same dropout masks) and the max error of every gra
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 
 import numpy as np
 
-from .. import nn
+from .. import nn, oracle
 from .._trace import trace
 from . import nonnegative_int, positive_int, probability
 
@@ -143,12 +142,12 @@ def run(args):
 
 def _compare_with_torch(model, ids, dy, dtype):
     try:
-        oracle = importlib.import_module("reference_torch.demo_check")
-    except ImportError as exc:
-        print(f"\nPyTorch comparison skipped ({exc}); install torch to see every gradient checked.")
+        demo_check = oracle.load("demo_check")
+    except oracle.OracleUnavailable as exc:
+        print(f"\nPyTorch comparison skipped: {exc}")
         return
     print("\nAGAINST THE PYTORCH ORACLE (same weights, same dropout masks; autograd gradients)")
-    rows = oracle.compare_demo(model, ids, dy)
+    rows = demo_check.compare_demo(model, ids, dy)
     header = f"{'tensor':<50} {'max abs err':>12} {'max rel err':>12}"
     print(header)
     print("-" * len(header))

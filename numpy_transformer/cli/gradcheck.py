@@ -5,9 +5,9 @@ gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded) is compared with
 
 (a) central finite differences in float64 (:func:`numpy_transformer.gradcheck.gradcheck`), and
 (b) torch's autograd through ``torch.nn.functional`` / ``torch.nn`` with the same weights
-    (``reference_torch.autograd_check``, imported lazily: the column reads "torch not installed"
-    without torch). ``--dtype float32`` runs (b) in float32 (our float32 code against torch's);
-    (a) is always float64.
+    (``reference_torch.autograd_check``, imported lazily through :mod:`numpy_transformer.oracle`: the
+    column reads "torch not installed" without torch). ``--dtype float32`` runs (b) in float32 (our
+    float32 code against torch's); (a) is always float64.
 
 The exit status is 1 when any gradient fails either check.
 """
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
-import importlib.util
 import math
 import time
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from .. import functional as F
-from .. import nn
+from .. import nn, oracle
 from ..gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
 from . import nonnegative_int, positive_float
 
@@ -351,11 +349,9 @@ class Row:
 def _load_torch_side():
     """``(module, None)``, or ``(None, why)`` when torch (or the reference) is unavailable."""
     try:
-        return importlib.import_module("reference_torch.autograd_check"), None
-    except ImportError as exc:
-        if importlib.util.find_spec("torch") is None:
-            return None, "torch not installed"
-        return None, f"reference_torch unavailable: {exc}"
+        return oracle.load("autograd_check"), None
+    except oracle.OracleUnavailable as exc:
+        return None, exc.reason
 
 
 def _torch_errors(ours, ref):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import importlib
 import importlib.util
 import json
 import os
@@ -26,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from ..oracle import OracleUnavailable, load as load_oracle
 from . import diagnose
 from ._harness import CallTimeout, Recorder, Stop, _on_alarm, user_frame
 from .exercises import EXERCISES, MISSING, draw_case
@@ -107,12 +107,12 @@ def _load_oracle(mode):
     if mode == "off":
         return None, "disabled (--no-torch)"
     try:
-        oracle = importlib.import_module("reference_torch.drill_oracle")
+        oracle = load_oracle("drill_oracle")
         version = oracle.torch_version()
-    except ImportError as exc:
-        if (exc.name or "").split(".")[0] == "torch":
+    except OracleUnavailable as exc:
+        if exc.torch_missing:
             return None, "not used (torch is not installed): graded against the NumPy reference only"
-        return None, f"not used (cannot import the torch oracle: {exc})"
+        return None, f"not used (cannot import the torch oracle: {exc.__cause__})"
     except Exception as exc:  # noqa: BLE001
         return None, f"not used: {type(exc).__name__}: {exc}"
     return oracle, f"torch {version}"

@@ -1,0 +1,81 @@
+"""The optional PyTorch oracle, :mod:`reference_torch`, loaded on demand.
+
+``numpy_transformer`` needs NumPy only; what checks it against PyTorch lives in ``reference_torch``
+and is imported here, and only here, when a command asks for it (``gradcheck``'s torch column,
+``demo``'s comparison, ``train --check-torch``, the drill grader's oracle). Without torch,
+:func:`load` raises :class:`OracleUnavailable` (an ImportError) whose message is one line with the
+install command; each caller decides what to do with it (skip a column, grade without the oracle,
+refuse the option). :func:`available` asks without raising.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+__all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "available", "install_hint", "load", "torch_missing_error"]
+
+PACKAGE = "reference_torch"
+TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of setup.cfg's "dev" extra (and scripts/test.sh)
+
+
+def install_hint(purpose="this"):
+    """The one-line message for a missing torch: what needs it and how to install it."""
+    return (f"{purpose} needs PyTorch, the optional oracle: pip install {TORCH_REQUIREMENT} "
+            "(or pip install -e '.[dev]')")
+
+
+class OracleUnavailable(ImportError):
+    """The PyTorch oracle cannot be imported.
+
+    ``str(exc)`` is one line for the user; ``reason`` is a short form for a table column ("torch not
+    installed", or "reference_torch unavailable: <the import error>"); ``torch_missing`` tells the two
+    apart; the import error itself is ``__cause__``.
+    """
+
+    def __init__(self, message, reason, torch_missing=False, name=None):
+        super().__init__(message, name=name)
+        self.reason = reason
+        self.torch_missing = torch_missing
+
+
+def torch_missing_error(purpose="this", name=None):
+    """The :class:`OracleUnavailable` for "torch is not installed" (``reference_torch`` raises it too)."""
+    return OracleUnavailable(install_hint(purpose), "torch not installed", torch_missing=True, name=name)
+
+
+def _torch_missing(exc):
+    top = (getattr(exc, "name", None) or "").split(".")[0]
+    if top == "torch" or getattr(exc, "torch_missing", False):
+        return True
+    try:
+        return importlib.util.find_spec("torch") is None
+    except (ImportError, ValueError):
+        return True
+
+
+def load(name, purpose="this"):
+    """The module ``reference_torch.<name>`` (``name=""``: the package itself).
+
+    Raises :class:`OracleUnavailable` when torch is not installed (the message says ``purpose`` needs
+    PyTorch and how to install it) or when the oracle fails to import for another reason (the message
+    names that error).
+    """
+    qualified = f"{PACKAGE}.{name}" if name else PACKAGE
+    try:
+        return importlib.import_module(qualified)
+    except (ImportError, OSError) as exc:          # OSError: a torch whose shared libraries do not load
+        if _torch_missing(exc):
+            raise torch_missing_error(purpose) from exc
+        raise OracleUnavailable(f"{purpose} needs the PyTorch oracle {qualified}, which failed to import: "
+                                f"{type(exc).__name__}: {exc}", f"{PACKAGE} unavailable: {exc}") from exc
+
+
+def available(name=""):
+    """``(True, None)`` when ``reference_torch.<name>`` imports, else ``(False, reason)`` (see
+    :class:`OracleUnavailable`). Importing it imports torch."""
+    try:
+        load(name)
+    except OracleUnavailable as exc:
+        return False, exc.reason
+    return True, None
