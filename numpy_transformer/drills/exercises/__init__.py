@@ -1,0 +1,86 @@
+"""The drills: what each exercise asks, how its cases are drawn, how it is run, and its classic mistakes.
+
+One module per exercise (``softmax.py``, ``layer_norm.py`` ... ``encoder_layer.py``), each defining an
+:class:`Exercise` constant; this package holds the registry (:data:`EXERCISES`, :data:`ALIASES`,
+:func:`get`, :func:`draw_case`) and re-exports the data types and shared helpers of ``_types.py``.
+
+Every exercise has
+
+* ``functions`` — the names the user's file must define (the skeleton's exact signatures);
+* ``draw(rng, i)`` — case ``i`` (the first few are fixed edge cases such as B=1, S=1, H=1; the rest are
+  drawn from a seeded NumPy generator, so a seed always gives the same cases);
+* ``run(rec, inputs)`` — calls the functions through a :class:`numpy_transformer.drills._harness.Recorder`
+  and records each returned array under a name (``y``, ``dx``, ``dW`` ...);
+* ``reference()`` — a namespace built on the verified library (:mod:`numpy_transformer.functional`, or
+  its modules such as ``nn.TransformerEncoderLayer``; itself proven against PyTorch), which the grader
+  compares with;
+* ``mistakes`` — classic errors, each a configuration of the matching ``variants.*_impl``.
+
+Adding an exercise ``NAME``
+---------------------------
+
+1. ``skeletons/NAME.py`` — what ``drill start`` writes: a module docstring with "Conventions" and
+   "Hints:", the exact signatures, a docstring per function with the shapes and a "Returns" section,
+   and bodies that are only ``raise NotImplementedError`` (a test checks all of this);
+2. ``solutions/NAME.py`` — the reference solution ``drill solution`` prints: self-contained NumPy, the
+   same signatures as the skeleton (it must pass ``drill check``);
+3. ``variants.py`` — ``NAME_impl(**knobs)``: an implementation written independently of
+   ``functional``, correct with the default knobs, each knob value reproducing one classic mistake;
+4. ``exercises/NAME.py`` — ``_draw_NAME(rng, i)`` (fixed edge cases first), ``_run_NAME(rec, c)``,
+   ``_ref_NAME()`` (on the verified library), and the ``Exercise`` constant with its ``Mistake`` list
+   (copy the closest existing module; import what it needs from ``._types``);
+5. the registry below — one line importing that constant, at the place it should take in
+   ``drill list``, and its name in the ``EXERCISES`` tuple;
+6. ``docs/drills.md`` — a row in the exercises table and a table of its mistakes (a test checks that the
+   page names every exercise, function and mistake); in ``tests/test_drills.py`` an entry in
+   ``ADAPTERS`` (the library driven through the skeleton's signatures) and in ``MISTAKES`` per mistake;
+   and a case in ``reference_torch/drill_oracle.py`` so that torch re-checks the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ._types import MISSING, Case, Exercise, Mistake, _desc, _Missing, _shape
+
+# --------------------------------------------------------------------------------------------------
+# registry: one import per exercise module, in `drill list` order
+# --------------------------------------------------------------------------------------------------
+
+from .softmax import SOFTMAX
+from .layer_norm import LAYER_NORM
+from .gelu import GELU
+from .linear import LINEAR
+from .embedding import EMBEDDING
+from .cross_entropy import CROSS_ENTROPY
+from .positional_encoding import POSITIONAL
+from .scaled_dot_product_attention import ATTENTION
+from .multi_head_attention import MHA
+from .encoder_layer import ENCODER, PARAM_KEYS
+
+EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, GELU, LINEAR, EMBEDDING, CROSS_ENTROPY, POSITIONAL,
+                                 ATTENTION, MHA, ENCODER)}
+
+ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
+           "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
+           "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
+           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm"}
+
+__all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
+           "SOFTMAX", "LAYER_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL", "ATTENTION",
+           "MHA", "ENCODER"]
+
+
+def get(name) -> Optional[Exercise]:
+    """The exercise called ``name`` (or one of its aliases), else None."""
+    name = (name or "").strip().lower().replace("-", "_")
+    name = ALIASES.get(name, name)
+    return EXERCISES.get(name)
+
+
+def draw_case(exercise, seed, i):
+    """Case ``i`` of ``exercise`` for ``seed``: deterministic, independent of the other cases."""
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(i), len(exercise.name)])
+    return exercise.draw(rng, i)

@@ -1,0 +1,145 @@
+"""The scaled_dot_product_attention drill: scale, boolean mask, causal, fully-masked rows; backward."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from ... import functional as F
+from .. import variants as V
+from ._types import Case, Exercise, Mistake, _desc, _shape
+
+
+_ATTN_EDGES = [
+    dict(B=1, H=1, S=1, T=1, Dh=1, Dv=1, mask=None, causal=False),
+    dict(B=1, H=2, S=1, T=3, Dh=4, Dv=2, mask=None, causal=True),
+    dict(B=2, H=1, S=3, T=3, Dh=2, Dv=3, mask="full_row", causal=False),
+    dict(B=1, H=3, S=4, T=4, Dh=3, Dv=3, mask=None, causal=True),
+    dict(B=2, H=2, S=3, T=5, Dh=4, Dv=4, mask="batch", causal=False),
+    dict(B=1, H=1, S=5, T=5, Dh=8, Dv=2, mask="st", causal=True),
+    dict(B=2, H=2, S=4, T=2, Dh=2, Dv=3, mask="st", causal=False),
+]
+
+
+def _draw_attention(rng, i):
+    if i < len(_ATTN_EDGES):
+        cfg = dict(_ATTN_EDGES[i])
+    else:
+        cfg = dict(B=int(rng.integers(1, 3)), H=int(rng.integers(1, 4)), S=int(rng.integers(1, 6)),
+                   T=int(rng.integers(1, 6)), Dh=int(rng.integers(1, 7)), Dv=int(rng.integers(1, 6)),
+                   mask=[None, "st", "batch"][int(rng.choice(3, p=[0.4, 0.3, 0.3]))],
+                   causal=bool(rng.random() < 0.4))
+    b, h, s, t, dh, dv = (cfg[k] for k in ("B", "H", "S", "T", "Dh", "Dv"))
+    q = rng.standard_normal((b, h, s, dh))
+    k = rng.standard_normal((b, h, t, dh))
+    v = rng.standard_normal((b, h, t, dv))
+    mask = None
+    if cfg["mask"] in ("st", "full_row"):
+        mask = rng.random((s, t)) < 0.3
+        if cfg["mask"] == "full_row":
+            mask[min(1, s - 1)] = True
+    elif cfg["mask"] == "batch":
+        mask = rng.random((b, 1, s, t)) < 0.3
+    dout = rng.standard_normal((b, h, s, dv))
+    blocked = np.zeros((s, t), dtype=bool) if mask is None else mask
+    if cfg["causal"]:
+        blocked = blocked | F.causal_mask(s, t)
+    tags = ["a fully-masked row (expect zeros there)"] if np.any(np.all(blocked, axis=-1)) else []
+    desc = _desc(f"q {_shape(q)}", f"k {_shape(k)}", f"v {_shape(v)}",
+                 f"mask {_shape(mask)}" if mask is not None else "no mask", "causal" if cfg["causal"] else "")
+    return Case({"q": q, "k": k, "v": v, "mask": mask, "causal": cfg["causal"], "dout": dout}, desc, tags,
+                {"sqrt(Dh)": math.sqrt(dh), "Dh": dh})
+
+
+def _run_attention(rec, c):
+    out, cache = rec.pair("attention_forward",
+                          rec.call("attention_forward", c["q"], c["k"], c["v"], mask=c["mask"], causal=c["causal"]),
+                          "(out, cache)")
+    rec.output("out", out)
+    dq, dk, dv = rec.unpack("attention_backward", rec.call("attention_backward", c["dout"], cache),
+                            ["dq", "dk", "dv"])
+    rec.output("dq", dq)
+    rec.output("dk", dk)
+    rec.output("dv", dv)
+
+
+def _ref_attention():
+    def attention_forward(q, k, v, mask=None, causal=False):
+        return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=causal)
+    return SimpleNamespace(attention_forward=attention_forward,
+                           attention_backward=F.scaled_dot_product_attention_backward)
+
+
+ATTENTION = Exercise(
+    name="scaled_dot_product_attention", difficulty="medium", minutes=20,
+    covers="softmax(q k^T / sqrt(Dh)) v with a boolean mask and a causal option; backward dq, dk, dv",
+    functions=("attention_forward", "attention_backward"),
+    outputs=(("out", "attention_forward"), ("dq", "attention_backward"), ("dk", "attention_backward"),
+             ("dv", "attention_backward")),
+    library=("scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
+             "softmax_backward"),
+    draw=_draw_attention, run=_run_attention, reference=_ref_attention, variant=V.attention_impl,
+    n_edge=len(_ATTN_EDGES),
+    exception_hints=(
+        (r"broadcast", "mask is (S, T) or (B, 1, S, T) and must broadcast against the scores (B, H, S, T); "
+                       "k^T means swapping the last two axes: np.swapaxes(k, -1, -2), not k.T"),
+        (r"matmul|core dimension|not aligned",
+         "check each matmul's shapes (S and T differ in general): scores = q k^T is (.., S, T); in the "
+         "backward dv = P^T dout is (.., T, Dv) and dk = dA^T q is (.., T, Dh); k.T on a 4-D array reverses "
+         "every axis, use np.swapaxes(k, -1, -2)"),
+    ),
+    mistakes=(
+        Mistake("attn_no_scale", "no 1/sqrt(Dh) scaling",
+                "Without the scale the scores grow like sqrt(Dh) and the softmax saturates.",
+                "scores = q @ k^T / np.sqrt(Dh), with Dh = q.shape[-1] (and the same factor in the backward).",
+                ({"scale": "none"},)),
+        Mistake("attn_scale_1_over_dh", "scaled by 1/Dh instead of 1/sqrt(Dh)",
+                "q.k sums Dh products of unit-variance terms: its std is sqrt(Dh), so the scale is 1/sqrt(Dh).",
+                "scores = q @ k^T / np.sqrt(Dh).",
+                ({"scale": "dh"},)),
+        Mistake("attn_softmax_wrong_axis", "softmax over the query axis instead of the key axis",
+                "Each query's weights over the keys sum to 1: softmax along the last axis (T).",
+                "Normalise along axis=-1 of the (..., S, T) scores.",
+                ({"axis": -2},)),
+        Mistake("attn_mask_after_softmax", "mask applied after the softmax",
+                "Zeroing probabilities after the softmax leaves rows that no longer sum to 1; masked scores "
+                "must be -inf *before* the softmax.",
+                "scores = np.where(mask, -np.inf, scores) before the softmax.",
+                ({"mask_mode": "after"},)),
+        Mistake("attn_mask_inverted", "mask convention inverted (True read as 'may attend')",
+                "Here (as torch.nn.MultiheadAttention) True means 'may NOT attend'.",
+                "scores = np.where(mask, -np.inf, scores).",
+                ({"mask_mode": "inverted"},)),
+        Mistake("attn_masked_rows_not_zero", "fully-masked rows are not zero (a large negative fill such as -1e9)",
+                "With -1e9 a row whose keys are all masked becomes a uniform average of the values; the "
+                "convention here is that such a row outputs zeros and gets zero gradient.",
+                "Fill with -np.inf and make the softmax return 0 for an all -inf row (max -> 0, sum -> 1).",
+                ({"mask_mode": "large_negative"},)),
+        Mistake("attn_masked_rows_nan", "fully-masked rows give NaN (-inf - -inf in the softmax)",
+                "When every key of a row is masked, the row max is -inf and exp(-inf - -inf) is NaN.",
+                "m = np.where(np.isneginf(m), 0, m) before exp; divide by a sum of 1 where it is 0.",
+                ({"mask_mode": "unguarded"},)),
+        Mistake("attn_causal_wrong_direction", "causal mask blocks the past instead of the future",
+                "Position i may attend keys j <= i: block j > i, i.e. np.triu(..., k=1).",
+                "causal_block = np.triu(np.ones((S, T), dtype=bool), k=1).",
+                ({"causal_mode": "tril"},)),
+        Mistake("attn_causal_blocks_diagonal", "causal mask also blocks the diagonal (a position cannot see itself)",
+                "np.triu(..., k=0) includes the diagonal; position i must see key i.",
+                "causal_block = np.triu(np.ones((S, T), dtype=bool), k=1).",
+                ({"causal_mode": "diag"},)),
+        Mistake("attn_backward_no_rowsum", "softmax backward missing the row-sum term",
+                "dscores = P * dP forgets the softmax Jacobian's -P P^T part.",
+                "dscores = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)).",
+                ({"backward": "no_rowsum"},)),
+        Mistake("attn_backward_no_scale", "the 1/sqrt(Dh) scale forgotten in the backward",
+                "scores = c q k^T, so dq = c dscores k and dk = c dscores^T q.",
+                "Multiply dscores by the same scale before computing dq and dk.",
+                ({"backward": "no_scale"},)),
+        Mistake("attn_backward_missing_transpose", "a transpose missing in the backward matmuls",
+                "out = P v gives dv = P^T dout; scores = q k^T gives dk = dscores^T q (both (..., T, .)).",
+                "dv = np.swapaxes(P, -1, -2) @ dout; dk = np.swapaxes(dscores, -1, -2) @ q.",
+                ({"backward": "dk_no_transpose"}, {"backward": "dv_no_transpose"})),
+    ),
+)
