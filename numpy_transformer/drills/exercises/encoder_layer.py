@@ -75,61 +75,39 @@ def _run_encoder(rec, c):
         rec.output(f"grads[{key}]", grads.get(key, MISSING))
 
 
+# the drill's params -> the library layer's state_dict keys (torch's names); Wq, Wk, Wv are packed
+_STATE_KEYS = {"Wo": "self_attn.out_proj.weight", "W1": "linear1.weight", "b1": "linear1.bias",
+               "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight", "beta1": "norm1.bias",
+               "gamma2": "norm2.weight", "beta2": "norm2.bias"}
+
+
 def _ref_encoder():
-    def attn(x, p, h, mask):
-        out, _, cache = F.multi_head_attention_forward(
-            x, x, x, h, in_proj_weight=np.concatenate([p["Wq"], p["Wk"], p["Wv"]]), out_proj_weight=p["Wo"],
-            attn_mask=mask)
-        return out, cache
+    """The library's own ``TransformerEncoderLayer`` (float64, ReLU, no dropout) loaded with the drill's params.
 
-    def attn_back(d, cache, g):
-        dq, dk, dv, gg = F.multi_head_attention_backward(d, cache)
-        g["Wq"], g["Wk"], g["Wv"] = np.split(gg["in_proj_weight"], 3)
-        g["Wo"] = gg["out_proj.weight"]
-        return dq + dk + dv
-
-    def ffn(x, p):
-        a, c1 = F.linear_forward(x, p["W1"], p["b1"])
-        r, cr = F.relu_forward(a)
-        y, c2 = F.linear_forward(r, p["W2"], p["b2"])
-        return y, (c1, cr, c2)
-
-    def ffn_back(d, cache, g):
-        c1, cr, c2 = cache
-        dr, g["W2"], g["b2"] = F.linear_backward(d, c2)
-        dx, g["W1"], g["b1"] = F.linear_backward(F.relu_backward(dr, cr), c1)
-        return dx
+    The drill's attention has no biases: the layer's ``self_attn.in_proj_bias`` and ``out_proj.bias`` are
+    loaded as zeros (adding 0 is exact) and their gradients ignored. The drill's bool mask is the layer's
+    ``src_mask`` as it is (True = may not attend). The cache is the layer itself.
+    """
+    from ... import TransformerEncoderLayer
 
     def encoder_layer_forward(x, params, num_heads, mask=None, norm_first=False):
-        p = params
-        if norm_first:
-            n1, c_n1 = F.layer_norm_forward(x, p["gamma1"], p["beta1"])
-            a, c_a = attn(n1, p, num_heads, mask)
-            h = x + a
-            n2, c_n2 = F.layer_norm_forward(h, p["gamma2"], p["beta2"])
-            f, c_f = ffn(n2, p)
-            y = h + f
-        else:
-            a, c_a = attn(x, p, num_heads, mask)
-            h, c_n1 = F.layer_norm_forward(x + a, p["gamma1"], p["beta1"])
-            f, c_f = ffn(h, p)
-            y, c_n2 = F.layer_norm_forward(h + f, p["gamma2"], p["beta2"])
-        return y, (norm_first, c_n1, c_a, c_n2, c_f)
+        d, f = x.shape[-1], params["W1"].shape[0]
+        layer = TransformerEncoderLayer(d, num_heads, dim_feedforward=f, dropout=0.0, activation="relu",
+                                        layer_norm_eps=1e-5, batch_first=True, norm_first=norm_first,
+                                        bias=True, dtype=np.float64)
+        state = {key: params[k] for k, key in _STATE_KEYS.items()}
+        state["self_attn.in_proj_weight"] = np.concatenate([params["Wq"], params["Wk"], params["Wv"]])
+        state["self_attn.in_proj_bias"] = np.zeros(3 * d)
+        state["self_attn.out_proj.bias"] = np.zeros(d)
+        layer.load_state_dict(state)
+        return layer(x, src_mask=mask), layer
 
-    def encoder_layer_backward(dout, cache):
-        norm_first, c_n1, c_a, c_n2, c_f = cache
-        g = {}
-        if norm_first:
-            dn2, g["gamma2"], g["beta2"] = F.layer_norm_backward(ffn_back(dout, c_f, g), c_n2)
-            dh = dout + dn2
-            dn1, g["gamma1"], g["beta1"] = F.layer_norm_backward(attn_back(dh, c_a, g), c_n1)
-            dx = dh + dn1
-        else:
-            dz2, g["gamma2"], g["beta2"] = F.layer_norm_backward(dout, c_n2)
-            dh = dz2 + ffn_back(dz2, c_f, g)
-            dz1, g["gamma1"], g["beta1"] = F.layer_norm_backward(dh, c_n1)
-            dx = dz1 + attn_back(dz1, c_a, g)
-        return dx, g
+    def encoder_layer_backward(dout, layer):
+        dx = layer.backward(dout)
+        p = dict(layer.named_parameters())
+        grads = {k: p[key].grad for k, key in _STATE_KEYS.items()}
+        grads["Wq"], grads["Wk"], grads["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
+        return dx, grads
 
     return SimpleNamespace(encoder_layer_forward=encoder_layer_forward,
                            encoder_layer_backward=encoder_layer_backward)
