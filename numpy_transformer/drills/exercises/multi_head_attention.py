@@ -60,16 +60,23 @@ def _blocked(mask, s, causal):
 
 
 def _ref_mha():
-    def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
-        out, _, cache = F.multi_head_attention_forward(
-            x, x, x, num_heads, in_proj_weight=np.concatenate([Wq, Wk, Wv], axis=0), out_proj_weight=Wo,
-            attn_mask=_blocked(mask, x.shape[1], causal))
-        return out, cache
+    """The library's own ``MultiheadAttention`` without biases (float64) loaded with Wq, Wk, Wv and Wo.
 
-    def mha_backward(dout, cache):
-        dq, dk, dv, g = F.multi_head_attention_backward(dout, cache)
-        dWq, dWk, dWv = np.split(g["in_proj_weight"], 3, axis=0)
-        return dq + dk + dv, dWq, dWk, dWv, g["out_proj.weight"]
+    The drill's bool mask (True = may not attend) and its causal flag combine into the module's
+    ``attn_mask``. The cache is the module itself.
+    """
+    from ... import MultiheadAttention
+
+    def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
+        attn = MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=np.float64)
+        attn.load_state_dict({"in_proj_weight": np.concatenate([Wq, Wk, Wv]), "out_proj.weight": Wo})
+        out, _ = attn(x, x, x, attn_mask=_blocked(mask, x.shape[1], causal), need_weights=False)
+        return out, attn
+
+    def mha_backward(dout, attn):
+        dx = attn.backward(dout, sum_inputs=True)       # x fed query, key and value: their gradients add
+        dWq, dWk, dWv = np.split(attn.in_proj_weight.grad, 3)
+        return dx, dWq, dWk, dWv, attn.out_proj.weight.grad
 
     return SimpleNamespace(mha_forward=mha_forward, mha_backward=mha_backward)
 
