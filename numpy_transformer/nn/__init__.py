@@ -1,0 +1,39 @@
+"""Modules shaped like ``torch.nn``: same class names, constructor arguments, defaults, mask semantics
+and ``state_dict`` keys, so weights move between the two with no renaming.
+
+Every module has ``forward`` (also via ``__call__``) and ``backward(dout)``. ``backward`` uses the cache
+of the *last* forward, returns the gradient of the input(s) and *adds* every parameter's gradient into
+``p.grad`` (accumulation, as torch). A forward's cache is released by its backward, so ``backward``
+before ``forward``, or twice for one forward, raises ``RuntimeError``. Every input is validated before
+anything changes: a refused call (TypeError, ValueError, IndexError with a message naming the argument,
+what was expected and what was received) leaves the module usable, and a ``backward`` refused for a
+gradient of the wrong shape or dtype keeps the forward's cache for the next, correct call.
+
+Shape letters: B batch, S sequence (query) length, T key length, D d_model, H heads, Dh = D/H,
+F dim_feedforward, V vocabulary.
+
+Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`` keep working):
+
+* ``module.py`` — :class:`Parameter`, :class:`Module` (registration, ``_save``/``_take``, ``state_dict``,
+  trace hooks), :class:`ModuleList`, :class:`IncompatibleKeys`.
+* ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
+* ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
+  :class:`PositionalEncoding`, :func:`sinusoidal_table`.
+* ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
+* ``norms.py`` — :class:`LayerNorm`.
+* ``attention.py`` — :class:`MultiheadAttention`.
+* ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
+"""
+
+from .activations import GELU, ReLU, activation_module
+from .attention import MultiheadAttention
+from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
+from .module import IncompatibleKeys, Module, ModuleList, Parameter
+from .norms import LayerNorm
+from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
+
+__all__ = [
+    "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
+    "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TokenEmbedding",
+    "PositionalEncoding", "dropout_masks", "IncompatibleKeys",
+]

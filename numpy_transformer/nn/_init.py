@@ -1,0 +1,23 @@
+"""Helpers the layers share for their construction: the dtype argument's validation and the
+torch-matching uniform and Xavier-uniform initialisations (drawn from the module's generator).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._checks import as_float_dtype
+
+
+def _dtype_of(dtype):
+    return as_float_dtype(dtype)
+
+
+def _uniform(rng, bound, shape, dtype):
+    return rng.uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def _xavier_uniform(rng, shape, dtype):
+    fan_out, fan_in = shape
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    return _uniform(rng, bound, shape, dtype)

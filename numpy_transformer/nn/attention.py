@@ -1,0 +1,186 @@
+""":class:`MultiheadAttention`, as ``torch.nn.MultiheadAttention``: packed or separate input
+projections, bool/float masks, attention dropout with a replayable mask, and the "standard" or
+"tiled" (online-softmax) computation from :mod:`numpy_transformer.functional`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _trace
+from .. import functional as F
+from .._checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
+                       check_probability)
+from ._init import _dtype_of, _xavier_uniform
+from .layers import Linear
+from .module import Module, Parameter
+
+__all__ = ["MultiheadAttention"]
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention, as ``torch.nn.MultiheadAttention`` (same parameters, masks and outputs).
+
+    Parameters
+    ----------
+    embed_dim : int
+        D. Must be divisible by ``num_heads``.
+    num_heads : int
+        H; each head has width Dh = D / H.
+    dropout : float
+        Dropout on the attention probabilities (train mode only).
+    bias : bool
+        Biases on the input and output projections.
+    kdim, vdim : int, optional
+        Feature sizes of key and value (default D). When they differ from D the projections are the
+        separate ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` instead of the packed
+        ``in_proj_weight`` (3D, D), as in torch.
+    batch_first : bool
+        True (our default): inputs are (B, S, D); False: (S, B, D), torch's default.
+    dtype : np.float32 or np.float64
+    seed : int or numpy.random.Generator, optional
+        For the initialisation and the dropout masks.
+    attention : {"standard", "tiled"}
+        "tiled" computes attention by tiles with an online softmax (memory linear in S, see
+        :func:`numpy_transformer.functional.flash_attention_forward`); it returns no weights, so it
+        needs ``need_weights=False``.
+    block_size : int
+        Tile size of the tiled path.
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
+                 batch_first=True, dtype=np.float32, seed=None, attention="standard", block_size=128):
+        super().__init__()
+        if attention not in ("standard", "tiled"):
+            raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
+        self.attention = attention
+        self.block_size = check_positive_int(block_size, "block_size")
+        self.embed_dim = check_positive_int(embed_dim, "embed_dim")
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim must be divisible by num_heads, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} ({embed_dim} % {num_heads} = {embed_dim % num_heads})")
+        self.head_dim = embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else check_positive_int(kdim, "kdim")
+        self.vdim = embed_dim if vdim is None else check_positive_int(vdim, "vdim")
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.dropout = check_probability(dropout)
+        self.batch_first = bool(batch_first)
+        self.dtype = _dtype_of(dtype)
+        rng = as_generator(seed)
+        d = embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_xavier_uniform(rng, (3 * d, d), self.dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            self.q_proj_weight = Parameter(_xavier_uniform(rng, (d, d), self.dtype))
+            self.k_proj_weight = Parameter(_xavier_uniform(rng, (d, self.kdim), self.dtype))
+            self.v_proj_weight = Parameter(_xavier_uniform(rng, (d, self.vdim), self.dtype))
+        self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * d, dtype=self.dtype)) if bias else None)
+        self.out_proj = Linear(d, d, bias=bias, dtype=self.dtype, seed=rng)
+        if bias:
+            self.out_proj.bias.data[...] = 0
+        self.rng = rng.spawn(1)[0]                      # attention-dropout masks
+        self.last_mask = None
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        """Attention of ``query`` over ``key``/``value``.
+
+        Parameters
+        ----------
+        query : ndarray, (B, S, D) if batch_first else (S, B, D)
+        key : ndarray, (B, T, kdim) if batch_first else (T, B, kdim)
+        value : ndarray, (B, T, vdim) if batch_first else (T, B, vdim)
+        key_padding_mask : ndarray (B, T), bool (True = ignore that key) or float (added), optional
+        need_weights : bool
+            Return the attention weights (after dropout, as torch).
+        attn_mask : ndarray (S, T) or (B*H, S, T), bool (True = may not attend) or float, optional
+        average_attn_weights : bool
+            Average the weights over heads: (B, S, T); else (B, H, S, T).
+        is_causal : bool
+            With no ``attn_mask``, apply a causal mask; with one, a hint only (the mask is used).
+
+        Returns
+        -------
+        out : ndarray, shaped like ``query``
+        weights : ndarray or None
+        """
+        bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
+        query = check_float_input(query, "query", self.dtype, ndim=3, last_dim=self.embed_dim, shape_doc=bf)
+        key = check_float_input(key, "key", self.dtype, ndim=3, last_dim=self.kdim, shape_doc=bf)
+        value = check_float_input(value, "value", self.dtype, ndim=3, last_dim=self.vdim, shape_doc=bf)
+        if not self.batch_first:
+            if query is key and key is value:                   # keep self-attention recognisable
+                query = key = value = np.swapaxes(query, 0, 1)
+            else:
+                query, key, value = (np.swapaxes(a, 0, 1) for a in (query, key, value))
+        b, s, _ = query.shape
+        t = key.shape[1]
+        if b == 0 or s == 0 or t == 0:
+            raise ValueError(f"attention needs a non-empty batch and sequences, got query {query.shape} and "
+                             f"key {key.shape} (batch_first={self.batch_first})")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != b:
+            raise ValueError(f"key and value must share batch and length with query's batch {b}: got query "
+                             f"{query.shape}, key {key.shape}, value {value.shape} (batch_first={self.batch_first})")
+        if need_weights and self.attention == "tiled":
+            raise ValueError("attention='tiled' never forms the attention weights: call with need_weights=False "
+                             "(or build the module with attention='standard')")
+        key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
+        attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
+        out, probs, cache = F.multi_head_attention_forward(
+            query, key, value, self.num_heads,
+            in_proj_weight=None if self.in_proj_weight is None else self.in_proj_weight.data,
+            in_proj_bias=None if self.in_proj_bias is None else self.in_proj_bias.data,
+            out_proj_weight=self.out_proj.weight.data,
+            out_proj_bias=None if self.out_proj.bias is None else self.out_proj.bias.data,
+            q_proj_weight=None if self.q_proj_weight is None else self.q_proj_weight.data,
+            k_proj_weight=None if self.k_proj_weight is None else self.k_proj_weight.data,
+            v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
+            attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
+            dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
+            block_size=self.block_size)
+        self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
+        if _trace.active() and self.attention == "standard":
+            _trace.record_attention(self, cache)
+        self._save((cache, out.shape))
+        if not self.batch_first:
+            out = np.swapaxes(out, 0, 1)
+        weights = None
+        if need_weights:
+            weights = probs.mean(axis=1) if average_attn_weights else probs       # (B, S, T) or (B, H, S, T)
+        return out, weights
+
+    def backward(self, dout, sum_inputs=False):
+        """dout shaped like the output -> (dquery, dkey, dvalue); accumulates every parameter's grad.
+
+        For self-attention (the same array as query, key and value) the input's gradient is the sum of
+        the three. ``sum_inputs=True`` returns that sum alone (one matrix product instead of three and
+        two additions; what :class:`TransformerEncoderLayer` uses); it requires the forward to have been
+        self-attention.
+        """
+        cache, shape = self._take()
+        if not self.batch_first:
+            dout = check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype)
+            dout = np.swapaxes(dout, 0, 1)
+        dout = check_grad(dout, "dout", shape, self.dtype)
+        if sum_inputs and not cache.fused:
+            raise ValueError("sum_inputs=True needs a self-attention forward (the same array as query, key "
+                             "and value)")
+        dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache, sum_inputs=sum_inputs)
+        for name, g in grads.items():
+            owner, _, leaf = name.rpartition(".")
+            mod = self.out_proj if owner == "out_proj" else self
+            # a dict lookup, not getattr: CPython's attribute cache would keep every fresh name string
+            mod._parameters[leaf].accumulate(g, owned=True)
+        if sum_inputs:
+            return dq if self.batch_first else np.swapaxes(dq, 0, 1)
+        if not self.batch_first:
+            dq, dk, dv = (np.swapaxes(a, 0, 1) for a in (dq, dk, dv))
+        return dq, dk, dv
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"

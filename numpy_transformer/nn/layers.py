@@ -1,0 +1,213 @@
+"""The basic layers: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, and the seed design's input
+layers :class:`TokenEmbedding` (embedding scaled by sqrt(D)) and :class:`PositionalEncoding` (adds
+the fixed :func:`sinusoidal_table`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import functional as F
+from .._checks import (as_generator, check_float_array, check_float_input, check_grad, check_ids,
+                       check_positive_int, check_probability)
+from ._init import _dtype_of, _uniform
+from .module import Module, Parameter
+
+__all__ = ["Linear", "Embedding", "Dropout", "TokenEmbedding", "sinusoidal_table", "PositionalEncoding"]
+
+
+class Linear(Module):
+    """``y = x W^T + b``, as ``torch.nn.Linear`` (same init: U(-1/sqrt(in), 1/sqrt(in)) for W and b).
+
+    Parameters
+    ----------
+    in_features, out_features : int
+    bias : bool
+    dtype : np.float32 or np.float64
+    seed : int or numpy.random.Generator, optional
+    """
+
+    def __init__(self, in_features, out_features, bias=True, dtype=np.float32, seed=None):
+        super().__init__()
+        self.in_features = check_positive_int(in_features, "in_features")
+        self.out_features = check_positive_int(out_features, "out_features")
+        self.dtype = _dtype_of(dtype)
+        rng = as_generator(seed)
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = Parameter(_uniform(rng, bound, (out_features, in_features), self.dtype))
+        self.register_parameter("bias", Parameter(_uniform(rng, bound, (out_features,), self.dtype)) if bias else None)
+
+    def forward(self, x):
+        """x (..., in_features) -> (..., out_features)."""
+        x = check_float_input(x, "input", self.dtype, last_dim=self.in_features, shape_doc="(..., in_features)")
+        out, cache = F.linear_forward(x, self.weight.data, self.bias.data if self.bias is not None else None)
+        self._save((cache, out.shape))
+        return out
+
+    def backward(self, dout):
+        """dout (..., out_features) -> dx (..., in_features); accumulates weight.grad and bias.grad."""
+        cache, shape = self._take()
+        dout = check_grad(dout, "dout", shape, self.dtype)
+        dx, dw, db = F.linear_backward(dout, cache)
+        self.weight.accumulate(dw, owned=True)
+        if self.bias is not None:
+            self.bias.accumulate(db, owned=True)
+        return dx
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """Lookup table, as ``torch.nn.Embedding`` (init N(0, 1); ``padding_idx`` row zero and frozen).
+
+    Parameters
+    ----------
+    num_embeddings : int
+        V, the vocabulary size.
+    embedding_dim : int
+        D.
+    padding_idx : int, optional
+    dtype, seed : see :class:`Linear`
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=np.float32, seed=None):
+        super().__init__()
+        self.num_embeddings = check_positive_int(num_embeddings, "num_embeddings")
+        self.embedding_dim = check_positive_int(embedding_dim, "embedding_dim")
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
+                    or not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
+            padding_idx = padding_idx % num_embeddings
+        self.padding_idx = padding_idx
+        self.dtype = _dtype_of(dtype)
+        w = as_generator(seed).standard_normal((num_embeddings, embedding_dim)).astype(self.dtype)
+        if padding_idx is not None:
+            w[padding_idx] = 0
+        self.weight = Parameter(w)
+
+    def forward(self, ids):
+        """ids (...) integer in [0, V) -> (..., D)."""
+        ids = check_ids(ids, "input", self.num_embeddings)
+        out, cache = F.embedding_forward(ids, self.weight.data, self.padding_idx)
+        self._save((cache, out.shape))
+        return out
+
+    def backward(self, dout):
+        """dout (..., D) -> None (ids have no gradient); accumulates weight.grad by scatter-add."""
+        cache, shape = self._take()
+        dout = check_grad(dout, "dout", shape, self.dtype)
+        self.weight.accumulate(F.embedding_backward(dout, cache))
+        return None
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """Inverted dropout with the module's own seeded generator; the identity in eval mode.
+
+    After a training-mode forward, ``last_mask`` holds the bool keep-mask used (so a reference
+    implementation can replay it); ``backward`` uses the same mask.
+    """
+
+    def __init__(self, p=0.5, seed=None):
+        super().__init__()
+        self.p = check_probability(p)
+        self.rng = as_generator(seed)
+        self.last_mask = None
+
+    def forward(self, x):
+        x = check_float_array(x, "input")
+        out, cache = F.dropout_forward(x, self.p, self.training, self.rng)
+        self.last_mask = cache.mask
+        self._save((cache, out.shape, out.dtype))
+        return out
+
+    def backward(self, dout):
+        cache, shape, dtype = self._take()
+        dout = check_grad(dout, "dout", shape, dtype)
+        return F.dropout_backward(dout, cache)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class TokenEmbedding(Module):
+    """The seed design's token embedding: ``embedding(ids) * sqrt(d_model)``.
+
+    Weights are drawn from N(0, 1/d_model) so the scaled output has unit variance (the seed design's
+    health check: embedding std near 1).
+
+    Parameters
+    ----------
+    vocab_size : int
+        V.
+    d_model : int
+        D.
+    dtype, seed : see :class:`Linear`
+    """
+
+    def __init__(self, vocab_size, d_model, dtype=np.float32, seed=None):
+        super().__init__()
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.dtype = _dtype_of(dtype)
+        self.embedding = Embedding(vocab_size, d_model, dtype=self.dtype, seed=seed)
+        self.embedding.weight.data *= self.dtype.type(1.0 / math.sqrt(d_model))
+        self.scale = self.dtype.type(math.sqrt(d_model))
+
+    def forward(self, ids):
+        """ids (B, S) -> (B, S, D)."""
+        return self.embedding(ids) * self.scale                                  # (B, S, D)
+
+    def backward(self, dout):
+        """``y = E[ids] * sqrt(D)``: the gradient reaching the table is ``dout * sqrt(D)``."""
+        return self.embedding.backward(dout * self.scale)
+
+
+def sinusoidal_table(max_len, d_model, dtype=np.float64):
+    """The fixed table ``pe[pos, 2i] = sin(pos / 10000^(2i/D))``, ``pe[pos, 2i+1] = cos(same)``: (max_len, D)."""
+    position = np.arange(max_len, dtype=np.float64)[:, None]                     # (max_len, 1)
+    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))  # (ceil(D/2),)
+    pe = np.zeros((max_len, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(position * div_term)                                    # even columns
+    pe[:, 1::2] = np.cos(position * div_term[: d_model // 2])                    # odd columns
+    return pe.astype(dtype)
+
+
+class PositionalEncoding(Module):
+    """Adds the fixed sinusoidal table: ``y = x + pe[:S]``. ``pe`` is a buffer (not in ``state_dict``,
+    never a parameter, never given a gradient).
+
+    Parameters
+    ----------
+    d_model : int
+    max_len : int
+        The longest sequence accepted; longer input raises ValueError.
+    dtype : np.float32 or np.float64
+    """
+
+    def __init__(self, d_model, max_len=5000, dtype=np.float32):
+        super().__init__()
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.dtype = _dtype_of(dtype)
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model, self.dtype), persistent=False)
+
+    def forward(self, x):
+        """x (B, S, D) -> (B, S, D)."""
+        x = check_float_input(x, "x", self.dtype, ndim=3, last_dim=self.d_model, shape_doc="(B, S, D)")
+        s = x.shape[1]
+        if s > self.max_len:
+            raise ValueError(f"sequence length {s} exceeds PositionalEncoding max_len={self.max_len}; "
+                             "build the model with a larger max_len")
+        self._save(x.shape)
+        return x + self.pe[:s]                                                   # (B, S, D) + (S, D)
+
+    def backward(self, dout):
+        """``y = x + pe``: pe is a constant, so ``dx = dout`` and the table gets nothing."""
+        shape = self._take()
+        return check_grad(dout, "dout", shape, self.dtype)

@@ -1,0 +1,297 @@
+"""The base machinery: :class:`Parameter` (an array and its accumulated gradient), :class:`Module`
+(registration of parameters, buffers and sub-modules by attribute assignment; ``__call__``; the
+forward's cache, ``_save``/``_take``; traversal; ``state_dict``/``load_state_dict``; train/eval;
+trace hooks), :class:`ModuleList` and :class:`IncompatibleKeys`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from .. import _trace
+
+__all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList"]
+
+
+class Parameter:
+    """A trainable array: ``.data`` holds the value, ``.grad`` the accumulated gradient (or None)."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data)
+        self.grad = None
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def accumulate(self, grad, owned=False):
+        """Add ``grad`` into ``.grad`` (allocating it on the first call), as torch's autograd does.
+
+        ``owned=True`` says ``grad`` is a fresh array nobody else holds (what the functional backwards
+        return), so the first call may keep it instead of copying it.
+        """
+        if self.grad is None:
+            fresh = owned and grad.dtype == self.data.dtype and grad.flags.c_contiguous and grad.flags.writeable
+            self.grad = grad if fresh else np.array(grad, dtype=self.data.dtype, copy=True)
+        else:
+            self.grad += grad
+
+    def __repr__(self):
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list
+    unexpected_keys: list
+
+
+class Module:
+    """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch.
+
+    Subclasses define ``forward`` and ``backward``. When a trace is active (``nt.trace``), ``__call__``
+    records each forward output and every subclass's ``backward`` records the gradient it returns
+    (the wrapping happens once, in ``__init_subclass__``, so the layers' code stays plain maths).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        backward = cls.__dict__.get("backward")
+        if backward is not None and not getattr(backward, "_traced", False):
+            @functools.wraps(backward)
+            def traced_backward(self, *args, **kw):
+                cache = self.__dict__.get("_cache")
+                try:
+                    grad = backward(self, *args, **kw)
+                except Exception:
+                    # A refused call (wrong gradient shape or dtype) must not cost the forward's cache:
+                    # the next, correct backward still works.
+                    if self.__dict__.get("_cache") is None:
+                        object.__setattr__(self, "_cache", cache)
+                    raise
+                if _trace.active():
+                    _trace.record_backward(self, grad)
+                return grad
+            traced_backward._traced = True
+            cls.backward = traced_backward
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_cache", None)
+
+    # -- registration --------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        for table in ("_parameters", "_modules", "_buffers"):
+            self.__dict__.get(table, {}).pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_modules", "_buffers"):
+            d = self.__dict__.get(table)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def register_parameter(self, name, param):
+        """Register ``param`` (a Parameter or None) under ``name``; None keeps the slot empty, as torch."""
+        if param is None:
+            self.__dict__.get("_parameters").pop(name, None)
+            object.__setattr__(self, name, None)
+        else:
+            setattr(self, name, param)
+
+    def register_buffer(self, name, array, persistent=True):
+        """A non-trainable array; in ``state_dict()`` only when ``persistent``."""
+        self.__dict__.pop(name, None)
+        self._buffers[name] = array
+        if not persistent:
+            self._non_persistent.add(name)
+
+    # -- calling -------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        object.__setattr__(self, "_cache", None)    # a forward that raises leaves no stale cache behind
+        out = self.forward(*args, **kwargs)
+        if _trace.active():
+            _trace.record_forward(self, out, args)
+        return out
+
+    def forward(self, *args, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backward(self, dout):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _save(self, cache):
+        self._cache = cache
+
+    def _take(self):
+        """The last forward's cache, released so that a second backward is caught."""
+        cache = self._cache
+        if cache is None:
+            raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or twice for one "
+                               "forward: call forward again first (each backward consumes its forward's cache)")
+        self._cache = None
+        return cache
+
+    # -- traversal -----------------------------------------------------------------------------
+    def named_modules(self, prefix="") -> Iterator:
+        yield prefix, self
+        for name, mod in self._modules.items():
+            yield from mod.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, prefix="", recurse=True) -> Iterator:
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mprefix, mod in mods:
+            for name, p in mod._parameters.items():
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{mprefix}.{name}" if mprefix else name), p
+
+    def parameters(self, recurse=True):
+        return [p for _, p in self.named_parameters(recurse=recurse)]
+
+    def named_buffers(self, prefix=""):
+        for mprefix, mod in self.named_modules(prefix):
+            for name, b in mod._buffers.items():
+                yield (f"{mprefix}.{name}" if mprefix else name), b
+
+    # -- state -----------------------------------------------------------------------------------
+    def state_dict(self):
+        """An ordered dict ``name -> ndarray`` of parameters and persistent buffers (torch's keys).
+
+        The arrays are the module's own (no copy), as torch's tensors share storage.
+        """
+        sd = OrderedDict()
+        for mprefix, mod in self.named_modules():
+            for name, p in mod._parameters.items():
+                sd[f"{mprefix}.{name}" if mprefix else name] = p.data
+            for name, b in mod._buffers.items():
+                if name not in mod._non_persistent:
+                    sd[f"{mprefix}.{name}" if mprefix else name] = b
+        return sd
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy arrays from ``state_dict`` into this module's parameters and persistent buffers.
+
+        Everything is validated before anything is written, so a refused dict leaves the module as it
+        was. Values are converted to each parameter's dtype (as torch's ``copy_``) when they are
+        floating point; any other dtype is refused.
+
+        Raises
+        ------
+        TypeError
+            ``state_dict`` is not a mapping, or an array is not floating point (float16, float32 and
+            float64 are accepted and converted; int, bool, object, None are refused).
+        KeyError
+            ``strict`` and keys are missing or unexpected (the message names them).
+        ValueError
+            An array's shape differs from the parameter's (the message names the key and both shapes).
+
+        Returns
+        -------
+        IncompatibleKeys
+            ``(missing_keys, unexpected_keys)``.
+        """
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            hint = (" (a checkpoint file? use nt.checkpoint.load_checkpoint(path).load_model(model))"
+                    if isinstance(state_dict, (str, bytes)) or hasattr(state_dict, "__fspath__") else "")
+            raise TypeError(f"state_dict must be a mapping of name -> array, like the one state_dict() returns; "
+                            f"got {type(state_dict).__name__}{hint}")
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(f"Error loading state_dict into {type(self).__name__}: "
+                           f"missing keys {missing}, unexpected keys {unexpected}")
+        converted = {}
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = state_dict[key]
+            value = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+            if value.dtype.kind != "f":
+                raise TypeError(f"state_dict[{key!r}] must be a floating-point array of shape {target.shape}, "
+                                f"got dtype {value.dtype}" + (f" ({state_dict[key]!r})" if value.ndim == 0 else ""))
+            if value.shape != target.shape:
+                raise ValueError(f"state_dict[{key!r}] has shape {value.shape}, but the module expects "
+                                 f"{target.shape}")
+            converted[key] = value
+        for mprefix, mod in self.named_modules():
+            for table in (mod._parameters, mod._buffers):
+                for name in table:
+                    key = f"{mprefix}.{name}" if mprefix else name
+                    if key in converted:
+                        dest = table[name].data if table is mod._parameters else table[name]
+                        dest[...] = converted[key]
+        return IncompatibleKeys(missing, unexpected)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad[...] = 0
+
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, mod in self._modules.items():
+            child = repr(mod).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {child}")
+        return "\n".join(lines) + (")" if len(lines) == 1 else "\n)")
+
+    def extra_repr(self):
+        return ""
+
+
+class ModuleList(Module):
+    """A list of modules registered as ``0``, ``1``, ... (state_dict keys ``layers.0.…``, as torch)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self._modules[str(len(self._modules))] = module
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
