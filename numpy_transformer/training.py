@@ -21,18 +21,16 @@ import dataclasses
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import data as data_mod
-from . import oracle
 from ._checks import check_number, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .loss import CrossEntropyLoss
 from .model import ACTIVATIONS, POS_ENCODINGS, TransformerModel
-from .nn import dropout_masks
 from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
 
 __all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES"]
@@ -167,31 +165,23 @@ class EvalResult:
                 f"sequence acc {100 * self.sequence_accuracy:.2f}%  ({self.examples} examples)")
 
 
-@dataclass
-class TwinStats:
-    """Agreement of a ``--check-torch`` run: the largest relative loss difference seen, and weights."""
-
-    max_loss_rel: float = 0.0
-    last_loss_rel: float = 0.0
-    weight_abs: float = 0.0
-    weight_rel: float = 0.0
-    max_weight_rel: float = 0.0
-    steps: int = 0
-    history: list = field(default_factory=list)
-
-
 class Trainer:
     """Builds everything from a :class:`TrainConfig` and trains it.
 
     Parameters
     ----------
     config : TrainConfig
-    check_torch : bool
-        Train a PyTorch twin (``reference_torch.model.TorchTwin``) in lockstep on the same batches with
-        the same dropout masks, and record how far the two runs ever drift (:attr:`twin_stats`).
+
+    Callbacks
+    ---------
+    :meth:`add_callback` attaches an object whose ``on_step(trainer, batch, result)`` runs after every
+    step's update (``batch`` is the ``(src, tgt)`` the model trained on, ``result`` the
+    :class:`StepResult`; ``nt.dropout_masks(trainer.model)`` still holds that step's masks). Callbacks
+    are not saved in checkpoints: attach them again after :meth:`resume`. ``train --check-torch``
+    attaches ``reference_torch.lockstep.Lockstep`` (a PyTorch twin trained in lockstep) this way.
     """
 
-    def __init__(self, config, check_torch=False):
+    def __init__(self, config):
         self.config = config
         c = config
         self.data = data_mod.make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
@@ -203,26 +193,12 @@ class Trainer:
         self.batcher = data_mod.Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
                                         seed=np.random.default_rng(seeds[1]))
         self.step = 0
-        self.twin = None
-        self.twin_stats = None
-        if check_torch:
-            self.attach_twin()
+        self.callbacks = []
 
-    # -- torch twin ---------------------------------------------------------------------------------
-    def attach_twin(self):
-        """Build the torch twin from the current weights and optimizer state (imports torch lazily)."""
-        ref = oracle.load("model", purpose="--check-torch")
-        self.twin = ref.TorchTwin(self.model, self.config.optimizer, self.config.optimizer_kwargs(),
-                                  label_smoothing=self.config.label_smoothing)
-        self.twin.load_optimizer_state(self.model, self.optimizer)
-        self.twin_stats = TwinStats()
-
-    def check_twin_weights(self):
-        abs_err, rel_err = self.twin.weight_errors(self.model)
-        s = self.twin_stats
-        s.weight_abs, s.weight_rel = abs_err, rel_err
-        s.max_weight_rel = max(s.max_weight_rel, rel_err)
-        return abs_err, rel_err
+    def add_callback(self, callback):
+        """Call ``callback.on_step(trainer, (src, tgt), result)`` after every step; returns ``callback``."""
+        self.callbacks.append(callback)
+        return callback
 
     # -- training -----------------------------------------------------------------------------------
     def train_step(self, trace=False):
@@ -257,15 +233,10 @@ class Trainer:
         finally:
             self._in_update = False
         acc = float(np.mean(logits.argmax(-1) == tgt))
-        if self.twin is not None:
-            ref_loss = self.twin.step(src, tgt, dropout_masks(self.model), lr=lr, clip=self.config.clip)
-            rel = abs(loss - ref_loss) / max(abs(ref_loss), 1e-300)
-            s = self.twin_stats
-            s.steps += 1
-            s.last_loss_rel = rel
-            s.max_loss_rel = max(s.max_loss_rel, rel)
-            s.history.append((self.step, loss, ref_loss))
-        return StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0, traced)
+        result = StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0, traced)
+        for callback in self.callbacks:
+            callback.on_step(self, (src, tgt), result)
+        return result
 
     def train(self, steps=None, callback=None, trace_every=0):
         """Train until ``steps`` total steps (default ``config.steps``); ``callback(StepResult)`` after each.
@@ -354,7 +325,7 @@ class Trainer:
                                            "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]}})
 
     @classmethod
-    def resume(cls, path, overrides=None, check_torch=False):
+    def resume(cls, path, overrides=None):
         """A trainer restored from ``path``. ``overrides`` (a dict) may change ``steps``; any other value
         that differs from the checkpoint's configuration raises CheckpointError (another config)."""
         ckpt = load_checkpoint(path)
@@ -386,8 +357,6 @@ class Trainer:
         bstate = dict(ckpt.extra_json["batcher"], perm=ckpt.extra_arrays["batcher_perm"])
         trainer.batcher.load_state_dict(bstate)
         trainer.step = int(ckpt.extra_json["step"])
-        if check_torch:
-            trainer.attach_twin()
         return trainer
 
 

@@ -14,7 +14,7 @@ keys and the weights move both ways unchanged (:func:`to_torch`, :func:`from_tor
   path equals the torch-module path when dropout is off, so replay adds nothing but the masks.
 
 :class:`TorchTwin` wraps a twin with its torch optimizer and loss and takes training steps in lockstep
-with a NumPy model (``train --check-torch``).
+with a NumPy model (``train --check-torch``, through the Trainer callback :mod:`reference_torch.lockstep`).
 """
 
 from __future__ import annotations

@@ -145,3 +145,25 @@ def test_from_torch_round_trip():
     back = to_torch(model)
     for k, v in twin.state_dict().items():
         assert torch.equal(v, back.state_dict()[k])
+
+
+def test_lockstep_callback_follows_a_trainer_and_its_resumed_run(tmp_path):
+    """``train --check-torch``'s callback: attached to a Trainer, and attached again after resume."""
+    from numpy_transformer.training import TrainConfig, Trainer
+    from reference_torch.lockstep import Lockstep
+    config = dict(task="reverse", vocab_size=10, seq_len=6, num_train=200, num_val=20, d_model=16, nhead=2,
+                  num_layers=1, dim_feedforward=32, batch_size=8, warmup=5, dtype="float64", steps=12)
+    trainer = Trainer(TrainConfig(**config))
+    lockstep = trainer.add_callback(Lockstep(trainer))
+    trainer.train(steps=6)
+    assert lockstep.stats.steps == 6 and [h[0] for h in lockstep.stats.history] == list(range(1, 7))
+    path = tmp_path / "run.npz"
+    trainer.save(path)
+    resumed = Trainer.resume(path)
+    assert resumed.callbacks == []
+    again = resumed.add_callback(Lockstep(resumed))
+    resumed.train()
+    assert again.stats.steps == 6 and again.stats.history[0][0] == 7
+    for stats in (lockstep.stats, again.stats):
+        assert stats.max_loss_rel < 1e-9
+    assert again.check_weights()[1] < 1e-8

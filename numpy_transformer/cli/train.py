@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from .. import oracle
 from ..checkpoint import check_save_path, load_checkpoint
 from ..data import TASKS
 from ..optim import OPTIMIZERS
@@ -144,9 +145,12 @@ def run_train(args):
         if args.save:
             check_save_path(args.save)            # refuse a path that cannot be written before training
         if args.resume:
-            trainer = Trainer.resume(args.resume, given, check_torch=args.check_torch)
+            trainer = Trainer.resume(args.resume, given)
         else:
-            trainer = Trainer(TrainConfig(**given), check_torch=args.check_torch)
+            trainer = Trainer(TrainConfig(**given))
+        lockstep = None
+        if args.check_torch:           # the twin starts from the weights and optimizer state now (resumed too)
+            lockstep = trainer.add_callback(oracle.load("lockstep", purpose="--check-torch").Lockstep(trainer))
     except (ValueError, TypeError, OSError, ImportError) as exc:
         return _error(str(exc))
     c = trainer.config
@@ -218,9 +222,9 @@ def run_train(args):
         last_eval = ev
         log_eval(step, ev)
         line = f"step {step:>6}/{c.steps}  train loss {smooth_loss:.4f} acc {100 * smooth_acc:.2f}%  | held-out {ev}"
-        if trainer.twin is not None:
-            _, rel = trainer.check_twin_weights()
-            s = trainer.twin_stats
+        if lockstep is not None:
+            _, rel = lockstep.check_weights()
+            s = lockstep.stats
             line += f"  | torch: max loss diff {s.max_loss_rel:.1e} rel, weights {rel:.1e} rel"
         if not args.quiet:
             write(line)
@@ -238,8 +242,8 @@ def run_train(args):
         if bar is not None:
             tps = sum(t for t, _ in recent) / max(sum(s for _, s in recent), 1e-9)
             post = dict(loss=f"{smooth_loss:.4f}", acc=f"{100 * smooth_acc:.1f}%", tok_s=f"{tps:,.0f}", lr=f"{r.lr:.2e}")
-            if trainer.twin_stats is not None:
-                post["torch_diff"] = f"{trainer.twin_stats.max_loss_rel:.1e}"
+            if lockstep is not None:
+                post["torch_diff"] = f"{lockstep.stats.max_loss_rel:.1e}"
             bar.set_postfix(post, refresh=False)
             bar.update(1)
         window.append(r)
@@ -279,9 +283,9 @@ def run_train(args):
           + (f" ({tokens_seen / train_seconds:,.0f} training tokens/s)" if train_seconds else ""))
     print(f"  held-out  {ev}")
     print(f"  training  {train_ev}")
-    if trainer.twin is not None:
-        abs_err, rel = trainer.check_twin_weights()
-        s = trainer.twin_stats
+    if lockstep is not None:
+        abs_err, rel = lockstep.check_weights()
+        s = lockstep.stats
         print(f"  torch twin: {s.steps} lockstep steps; largest loss difference {s.max_loss_rel:.2e} (relative); "
               f"final weights max abs diff {abs_err:.2e}, max relative {rel:.2e}")
     if save:
