@@ -4,6 +4,8 @@ LayerNorm need)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -34,17 +36,26 @@ def functional_spy(monkeypatch):
     """Wrap every functional op (forward, backward, mask helpers): calls made by the modules *and*
     by functional ops calling each other go through the module's globals, so all are seen."""
     seen = []
-    for name in dir(F):
-        fn = getattr(F, name)
-        if callable(fn) and not isinstance(fn, type) and getattr(fn, "__module__", "") == F.__name__ \
-                and name.endswith(("_forward", "_backward", "_mask", "_masks", "_additive", "_rows", "_chunk")):
-            def wrapped(*args, __fn=fn, __name=name, **kwargs):
-                result = __fn(*args, **kwargs)
-                _walk(result, __name, seen)
-                for i, a in enumerate(args):           # in-place helpers write into their arguments
-                    _walk(a, f"{__name}(arg {i})", seen)
-                return result
-            monkeypatch.setattr(F, name, wrapped)
+    # The ops live in the submodules of the functional package and call each other through those
+    # submodules' globals: patch each name everywhere it is bound (the package and every submodule).
+    roots = (F.__name__, "numpy_transformer.kernels")
+    spaces = [F] + [m for name, m in sorted(sys.modules.items())
+                    if name.startswith(tuple(r + "." for r in roots)) and m is not None]
+    wrappers = {}
+    for space in spaces:
+        for name in dir(space):
+            fn = getattr(space, name)
+            if callable(fn) and not isinstance(fn, type) and (getattr(fn, "__module__", None) or "").startswith(roots) \
+                    and name.endswith(("_forward", "_backward", "_mask", "_masks", "_additive", "_rows", "_chunk")):
+                if id(fn) not in wrappers:
+                    def wrapped(*args, __fn=fn, __name=name, **kwargs):
+                        result = __fn(*args, **kwargs)
+                        _walk(result, __name, seen)
+                        for i, a in enumerate(args):           # in-place helpers write into their arguments
+                            _walk(a, f"{__name}(arg {i})", seen)
+                        return result
+                    wrappers[id(fn)] = wrapped
+                monkeypatch.setattr(space, name, wrappers[id(fn)])
     return seen
 
 

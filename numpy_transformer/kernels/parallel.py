@@ -96,3 +96,14 @@ def map_rows(fn, *arrays):
     else:
         for _ in _get_pool().map(work, range(0, rows, size)):
             pass
+
+
+def map_chunks_naive(fn, out, *inputs):
+    """The plain reference of :func:`map_chunks`: one call on the whole arrays."""
+    fn(out.reshape(-1), *(np.ascontiguousarray(a).reshape(-1) for a in inputs))
+    return out
+
+
+def map_rows_naive(fn, *arrays):
+    """The plain reference of :func:`map_rows`: one call on the whole arrays."""
+    fn(*arrays)

@@ -25,9 +25,11 @@ elements). float32 input is computed in float32 with the same coefficients (plen
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["erf", "erfc"]
+__all__ = ["erf", "erfc", "erf_naive", "erfc_naive"]
 
 # Coefficients of fdlibm s_erf.c (decimal values; the hex words in the fdlibm source match them).
 _ERX = 8.45062911510467529297e-01
@@ -271,9 +273,19 @@ def phi(x):
     """Standard normal CDF ``Phi(x) = erfc(-x / sqrt(2)) / 2``, elementwise, same dtype as ``x``.
 
     Accurate to a few ulp everywhere, the left tail included. Large arrays are processed in
-    cache-sized chunks on the thread pool of :mod:`numpy_transformer._parallel`.
+    cache-sized chunks on the thread pool of :mod:`numpy_transformer.kernels.parallel`.
     """
-    from ._parallel import map_chunks
+    from .parallel import map_chunks
     x = np.ascontiguousarray(_as_float_array(x))
     out = np.empty_like(x)
     return map_chunks(_phi_chunk, out, x)
+
+
+def erf_naive(x):
+    """The plain reference: Python's ``math.erf`` element by element (slow; for the tests)."""
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def erfc_naive(x):
+    """The plain reference: Python's ``math.erfc`` element by element (slow; for the tests)."""
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)

@@ -1,0 +1,190 @@
+"""Multi-head attention: project, split heads, attend, merge heads, project (``torch.nn.MultiheadAttention``'s
+maths on batch-first inputs), forward and backward."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._dtypes import _scalar
+from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
+from .linear import LinearCache, linear_backward, linear_forward
+from .masks import merge_masks
+from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
+
+
+class MultiHeadAttentionCache(NamedTuple):
+    in_lin: tuple                 # LinearCache of the fused (B, S, 3D) projection, or (q, k, v) LinearCaches
+    attn: tuple                   # AttentionCache or FlashAttentionCache, per head on (B, H, S, Dh)
+    out_lin: LinearCache          # output projection
+    packed: bool                  # q, k, v weights are row-blocks of one in_proj_weight
+    fused: bool                   # self-attention: one GEMM made q, k and v
+
+
+def _split_heads(x, heads):
+    """(B, S, D) -> (B, H, S, Dh): a strided view, no data is moved (BLAS reads it with a leading dim)."""
+    b, s, d = x.shape
+    return x.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)             # (B, H, S, Dh)
+
+
+def _merge_heads(x):
+    """(B, H, S, Dh) -> (B, S, D): the transpose *before* the reshape keeps each position's heads together."""
+    b, h, s, dh = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)                        # (B, S, D)
+
+
+def _split_heads_naive(x, heads):
+    """The plain reference of :func:`_split_heads`: cut D into H slices and stack them (a copy)."""
+    return np.stack(np.split(x, heads, axis=-1), axis=1)                        # (B, H, S, Dh)
+
+
+def _merge_heads_naive(x):
+    """The plain reference of :func:`_merge_heads`: concatenate the heads along the features (a copy)."""
+    return np.concatenate(list(np.moveaxis(x, 1, 0)), axis=-1)                  # (B, S, D)
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None,
+                                 out_proj_weight=None, out_proj_bias=None, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, attn_mask=None,
+                                 key_padding_mask=None, is_causal=False, dropout_p=0.0,
+                                 training=True, rng=None, dropout_mask=None, attention="standard",
+                                 block_size=128):
+    """Multi-head attention on batch-first inputs, as ``torch.nn.MultiheadAttention``.
+
+    ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv`` (Wq, Wk, Wv the three
+    row-blocks of ``in_proj_weight``, or the separate ``*_proj_weight`` when kdim/vdim differ), split into
+    H heads of width Dh = D/H, attention per head, heads merged back, then ``out = ctx Wo^T + bo``.
+
+    For self-attention (``query is key is value``) the three projections are one GEMM with the whole
+    (3D, D) ``in_proj_weight``; the heads are strided views into its (B, S, 3, H, Dh) result, and each
+    head's output is written straight into the (B, S, H, Dh) buffer the output projection reads: no
+    split or merge ever copies data.
+
+    Parameters
+    ----------
+    query : ndarray, shape (B, S, D)
+    key : ndarray, shape (B, T, Dk)
+    value : ndarray, shape (B, T, Dv)
+    num_heads : int
+    in_proj_weight : ndarray, shape (3D, D), optional (packed); else ``q/k/v_proj_weight``
+    in_proj_bias : ndarray, shape (3D,), optional
+    out_proj_weight : ndarray, shape (D, D)
+    out_proj_bias : ndarray, shape (D,), optional
+    attn_mask, key_padding_mask, is_causal : see :func:`merge_masks`
+    dropout_p, training, rng, dropout_mask : attention dropout on the probabilities
+    attention : {"standard", "tiled"}
+        "tiled" uses :func:`flash_attention_forward` (memory linear in S; no weights returned).
+    block_size : int
+        Tile size of the tiled path.
+
+    Returns
+    -------
+    out : ndarray, shape (B, S, D)
+    probs : ndarray, shape (B, H, S, T), or None on the tiled path
+        The attention weights after dropout (what torch returns as ``attn_output_weights``).
+    cache : MultiHeadAttentionCache
+    """
+    b, s, d = query.shape
+    t = key.shape[1]
+    dh = d // num_heads
+    packed = in_proj_weight is not None
+    fused = packed and query is key and key is value
+    if fused:
+        qkv, in_lin = linear_forward(query, in_proj_weight, in_proj_bias)       # (B, S, 3D)
+        qkv = qkv.reshape(b, s, 3, num_heads, dh)                               # (B, S, 3, H, Dh)
+        heads = tuple(qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))     # 3 x (B, H, S, Dh) views
+    else:
+        if packed:
+            wq, wk, wv = in_proj_weight[:d], in_proj_weight[d:2 * d], in_proj_weight[2 * d:]
+        else:
+            wq, wk, wv = q_proj_weight, k_proj_weight, v_proj_weight
+        bq, bk, bv = (None, None, None) if in_proj_bias is None else (
+            in_proj_bias[:d], in_proj_bias[d:2 * d], in_proj_bias[2 * d:])
+        q, q_lin = linear_forward(query, wq, bq)                                # (B, S, D)
+        k, k_lin = linear_forward(key, wk, bk)                                  # (B, T, D)
+        v, v_lin = linear_forward(value, wv, bv)                                # (B, T, D)
+        in_lin = (q_lin, k_lin, v_lin)
+        heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))
+    ctx = np.empty((b, s, num_heads, dh), dtype=query.dtype)                     # (B, S, H, Dh)
+    ctx_heads = ctx.transpose(0, 2, 1, 3)                                        # (B, H, S, Dh) view
+    if attention == "tiled":
+        causal_only = is_causal and attn_mask is None       # let the tiles skip the upper triangle
+        mask = merge_masks(None if causal_only else attn_mask, key_padding_mask, False if causal_only else is_causal,
+                           b, num_heads, s, t, query.dtype)
+        _, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only, block_q=block_size,
+                                          block_k=block_size, dropout_p=dropout_p, training=training, rng=rng,
+                                          dropout_mask=dropout_mask, out=ctx_heads)
+        probs = None
+    elif attention == "standard":
+        mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
+        _, attn = scaled_dot_product_attention_forward(*heads, attn_mask=mask, dropout_p=dropout_p,
+                                                       training=training, rng=rng, dropout_mask=dropout_mask,
+                                                       out=ctx_heads)
+        probs = attn.probs if attn.dropout.mask is None else (
+            attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))  # (B, H, S, T)
+    else:
+        raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
+    out, out_lin = linear_forward(ctx.reshape(b, s, d), out_proj_weight, out_proj_bias)  # (B, S, D)
+    return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused)
+
+
+def multi_head_attention_backward(dout, cache, sum_inputs=False):
+    """Backward of multi-head attention.  Shapes: dout (B, S, D) -> dquery, dkey, dvalue and weight grads.
+
+    Walk the forward in reverse: the output projection is a linear layer; merging heads is a
+    transpose + reshape, so its backward is :func:`_split_heads` (the inverse permutation); attention
+    per head; splitting heads is undone by :func:`_merge_heads`; then the input projections. In the
+    fused self-attention case the head gradients are written into one (B, S, 3, H, Dh) buffer, which is
+    exactly the gradient of the fused (B, S, 3D) projection output, so ``d in_proj_weight`` is one GEMM.
+    When query, key and value are the same array the caller adds the three input gradients: the input
+    was used three times. With ``sum_inputs=True`` (self-attention only) that sum is computed directly,
+    ``dx = dQKV @ W_in`` in one (N, 3D) x (3D, D) product, and returned as ``dquery`` (``dkey`` and
+    ``dvalue`` are None).
+
+    Returns
+    -------
+    dquery, dkey, dvalue : ndarray
+    grads : dict
+        ``in_proj_weight``/``in_proj_bias`` (packed) or ``q_proj_weight``... , ``out_proj.weight``,
+        ``out_proj.bias`` (keys as torch's parameter names; bias entries absent without bias).
+    """
+    in_lin, attn, out_lin, packed, fused = cache
+    b, heads, s, dh = attn.q.shape
+    d = heads * dh
+    dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
+    dctx_heads = dctx.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)             # (B, H, S, Dh) view
+    attention_backward = (flash_attention_backward if isinstance(attn, FlashAttentionCache)
+                          else scaled_dot_product_attention_backward)
+    grads = {}
+    if fused:
+        dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)
+        views = tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))    # 3 x (B, H, S, Dh)
+        attention_backward(dctx_heads, attn, out=views)
+        dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
+        x, w, has_bias = in_lin
+        x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
+        if sum_inputs:                                   # d(x Wq^T + x Wk^T + x Wv^T) / dx in one product
+            dquery, dkey, dvalue = (dqkv @ w).reshape(x.shape), None, None                # (B, S, D)
+        else:                                            # one gradient per use, through each row-block
+            dquery, dkey, dvalue = ((dqkv[:, i * d:(i + 1) * d] @ w[i * d:(i + 1) * d]).reshape(x.shape)
+                                    for i in range(3))
+        grads["in_proj_weight"] = dqkv.T @ x2                                    # (3D, D) one GEMM
+        if has_bias:
+            grads["in_proj_bias"] = dqkv.sum(axis=0)                             # (3D,)
+    else:
+        dq, dk, dv = attention_backward(dctx_heads, attn)                       # (B, H, S, Dh)
+        q_lin, k_lin, v_lin = in_lin
+        dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)              # (B, S, D)
+        dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                # (B, T, Dk)
+        dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)              # (B, T, Dv)
+        if packed:
+            grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)    # (3D, D)
+        else:
+            grads.update(q_proj_weight=dwq, k_proj_weight=dwk, v_proj_weight=dwv)
+        if dbq is not None:
+            grads["in_proj_bias"] = np.concatenate([dbq, dbk, dbv])              # (3D,)
+    grads["out_proj.weight"] = dwo
+    if dbo is not None:
+        grads["out_proj.bias"] = dbo
+    return dquery, dkey, dvalue, grads
