@@ -4,11 +4,12 @@ Usage::
 
     python -m reference_torch.check [--trials N] [--seed S] [--dtype float64|float32] [--tol T] [--twins]
 
-For each module (``Linear``, ``Embedding``, ``LayerNorm``, ``MultiheadAttention``,
-``TransformerEncoderLayer``, ``TransformerEncoder``) and each trial it draws a random configuration
-(shapes, heads, activation, pre/post-LN, batch_first, bias, eps, kdim/vdim, masks), builds the
-``torch.nn`` module (dropout 0, random weights and biases), copies its weights into the NumPy module
-through ``state_dict``, runs both forward, back-propagates the same *random* upstream gradient and
+For each module of the registry (``numpy_transformer.registry.MODULES``: ``Linear``, ``Embedding``,
+``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``, ...) and
+each trial it draws a random configuration (shapes, heads, activation, pre/post-LN, batch_first,
+bias, eps, kdim/vdim, masks), builds torch's module with the torch table
+(``reference_torch.table.torch_module``; dropout 0, random weights and biases), copies its weights
+into the NumPy module through ``state_dict``, runs both forward, back-propagates the same *random* upstream gradient and
 compares the output, the attention weights, every input gradient and every parameter gradient.
 ``--twins`` adds the hand-written twins of :mod:`reference_torch.modules` with dropout active (the
 NumPy masks replayed).
@@ -17,8 +18,9 @@ It prints one row per module and tensor (worst max-abs and normwise relative err
 and exits with status 1 when any relative error exceeds the tolerance (1e-9 in float64, 1e-4 in
 float32), listing the failing configurations.
 
-The configuration drawing and the comparisons live here as functions so the test-suite drives the
-very same code with hypothesis (see :class:`HypothesisChooser`).
+The configurations are drawn by the registry (``numpy_transformer.registry.modules``) and the comparisons
+live here as functions, so the test-suite drives the very same code with hypothesis (see
+:class:`HypothesisChooser`).
 """
 
 from __future__ import annotations
@@ -30,195 +32,25 @@ import sys
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict
+from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch import nn
 
 import numpy_transformer as nt
+from numpy_transformer.registry import CROSS_MASKS, KINDS, SELF_MASKS, TWIN_KINDS, HypothesisChooser, RandomChooser
+from numpy_transformer.registry import make_masks
+from numpy_transformer.registry.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
+                                                make_inputs)
 
-from . import convert
+from . import convert, table
 
 __all__ = [
     "RandomChooser", "HypothesisChooser", "KINDS", "TWIN_KINDS", "draw_config", "compare", "Result",
-    "SELF_MASKS", "CROSS_MASKS", "make_masks", "run", "main",
+    "SELF_MASKS", "CROSS_MASKS", "make_masks", "run", "main", "FLOAT32_SIZES", "MIN_LAYER_NORM_D",
 ]
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
-
-# Mask kinds. "is_causal" = is_causal=True and no mask for numpy_transformer (torch.nn needs the mask
-# as well). Key 0 is never padded and always allowed, so no query row is fully masked (torch.nn gives
-# NaN there, numpy_transformer zeros; that case is covered by tests/test_properties.py).
-SELF_MASKS = ("none", "is_causal", "causal_bool", "causal_float", "bool", "float", "padding",
-              "padding_float", "per_head", "causal_bool+padding", "is_causal+padding", "float+padding",
-              "per_head+padding")
-CROSS_MASKS = ("none", "bool", "float", "padding", "padding_float", "per_head", "float+padding",
-               "per_head+padding")
-
-
-# --------------------------------------------------------------------------------------------------
-# choosers: one drawing code for numpy's generator (the checker) and hypothesis (the tests)
-# --------------------------------------------------------------------------------------------------
-
-class RandomChooser:
-    """Draws from a ``numpy.random.Generator``."""
-
-    def __init__(self, rng):
-        self.rng = rng
-
-    def integers(self, lo, hi):
-        """An int in [lo, hi] (both inclusive)."""
-        return int(self.rng.integers(lo, hi + 1))
-
-    def choice(self, options):
-        return options[int(self.rng.integers(len(options)))]
-
-    def boolean(self):
-        return bool(self.rng.integers(2))
-
-    def log_uniform(self, lo, hi):
-        return float(10 ** self.rng.uniform(math.log10(lo), math.log10(hi)))
-
-
-class HypothesisChooser:
-    """Draws through hypothesis' ``data.draw`` (so failures shrink to small configurations)."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def integers(self, lo, hi):
-        from hypothesis import strategies as st
-        return self.data.draw(st.integers(lo, hi))
-
-    def choice(self, options):
-        from hypothesis import strategies as st
-        return self.data.draw(st.sampled_from(list(options)))
-
-    def boolean(self):
-        from hypothesis import strategies as st
-        return self.data.draw(st.booleans())
-
-    def log_uniform(self, lo, hi):
-        from hypothesis import strategies as st
-        return float(10 ** self.data.draw(st.floats(math.log10(lo), math.log10(hi))))
-
-
-# --------------------------------------------------------------------------------------------------
-# configurations
-# --------------------------------------------------------------------------------------------------
-
-# LayerNorm over D <= 2 features is ill-conditioned: for D = 1 the output is x - mean(x) = 0 computed
-# as a difference (torch returns rounding noise times 1/sqrt(eps)), for D = 2 the normalised output is
-# +-1 whatever x is, so d out / d x is an O(eps) difference of O(1/|x1 - x2|) terms. Neither tells a
-# correct implementation from a wrong one, so modules with a LayerNorm use D >= 3.
-MIN_LAYER_NORM_D = 3
-
-
-def _lead_shape(c):
-    return tuple(c.integers(1, 3) for _ in range(c.integers(0, 2)))
-
-
-def _attention_config(c, cfg, cross_allowed=True, min_width=1, min_len=1):
-    h = c.integers(1, 3)
-    cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), H=h, Dh=c.integers(-(-min_width // h), 4),
-               bias=c.boolean(), batch_first=c.boolean())
-    cfg["D"] = cfg["H"] * cfg["Dh"]
-    cfg["mode"] = c.choice(("self", "cross", "cross_kv_same")) if cross_allowed else "self"
-    if cfg["mode"] == "self":
-        cfg.update(T=cfg["S"], kdim=None, vdim=None, mask=c.choice(SELF_MASKS))
-    else:
-        cfg["T"] = c.integers(min_len, 5)
-        if cfg["mode"] == "cross":
-            cfg["kdim"] = c.choice((None, c.integers(1, 6)))
-            cfg["vdim"] = c.choice((None, c.integers(1, 6)))
-        else:
-            cfg["kdim"] = cfg["vdim"] = c.choice((None, c.integers(1, 6)))
-        cfg["mask"] = c.choice(CROSS_MASKS)
-    return cfg
-
-
-FLOAT32_SIZES = dict(min_width=4, min_len=2)
-
-
-def draw_config(kind, c, dtype="float64", dropout=0.0, min_width=1, min_len=1):
-    """A random configuration (a plain dict) for module ``kind``, drawn with chooser ``c``.
-
-    ``min_width`` bounds D and F from below, ``min_len`` the sequence lengths. Float32 runs use
-    :data:`FLOAT32_SIZES`: in the tiniest configurations a gradient entry is often a near-total
-    cancellation (a dot product of O(1) terms summing to 1e-4), whose float32 rounding alone exceeds
-    the 1e-4 relative tolerance on both sides, bug or no bug.
-    """
-    cfg: Dict[str, Any] = {"kind": kind, "dtype": dtype, "seed": c.integers(0, 2**31 - 1), "dropout": dropout}
-    if kind == "Linear":
-        cfg.update(lead=_lead_shape(c), in_features=c.integers(min_width, 6), out_features=c.integers(1, 6),
-                   bias=c.boolean())
-    elif kind == "Embedding":
-        v = c.integers(1, 8)
-        cfg.update(V=v, D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)),
-                   padding_idx=c.choice((None, c.integers(-v, v - 1))))
-    elif kind == "LayerNorm":
-        affine = c.boolean()
-        cfg.update(lead=_lead_shape(c), D=c.integers(max(min_width, MIN_LAYER_NORM_D), 8),
-                   eps=c.log_uniform(1e-12, 1e-1),
-                   elementwise_affine=affine, bias=c.boolean() if affine else True)
-    elif kind == "MultiheadAttention":
-        _attention_config(c, cfg, min_width=min_width, min_len=min_len)
-        cfg.update(need_weights=c.boolean(), average_attn_weights=c.boolean())
-    elif kind in ("TransformerEncoderLayer", "TransformerEncoder"):
-        _attention_config(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D),
-                          min_len=min_len)
-        cfg.update(F=c.integers(min_width, 8), activation=c.choice(("relu", "gelu")), norm_first=c.boolean(),
-                   eps=c.log_uniform(1e-12, 1e-2))
-        if kind == "TransformerEncoder":
-            cfg.update(num_layers=c.integers(2, 3), final_norm=c.boolean())
-    else:
-        raise ValueError(f"unknown module kind {kind!r}")
-    return cfg
-
-
-# --------------------------------------------------------------------------------------------------
-# inputs and masks
-# --------------------------------------------------------------------------------------------------
-
-def make_masks(kind, b, h, s, t, dtype, rng):
-    """``(attn_mask, key_padding_mask, is_causal)`` as NumPy arrays for mask ``kind``.
-
-    Key 0 is never masked, so every query row keeps at least one key.
-    """
-    attn_mask = key_padding_mask = None
-    is_causal = False
-    parts = kind.split("+")
-    keep0 = np.zeros(t, dtype=bool)
-    keep0[0] = True
-    for part in parts:
-        if part == "none":
-            pass
-        elif part == "is_causal":
-            is_causal = True
-        elif part == "causal_bool":
-            attn_mask = nt.functional.causal_mask(s, t)
-        elif part == "causal_float":
-            attn_mask = np.where(nt.functional.causal_mask(s, t), -np.inf, 0.0).astype(dtype)
-        elif part == "bool":
-            attn_mask = (rng.random((s, t)) < 0.4) & ~keep0
-        elif part == "float":
-            attn_mask = rng.standard_normal((s, t)).astype(dtype)
-            attn_mask[(rng.random((s, t)) < 0.2) & ~keep0] = -np.inf
-        elif part == "per_head":
-            attn_mask = (rng.random((b * h, s, t)) < 0.4) & ~keep0
-        elif part == "padding":
-            key_padding_mask = (rng.random((b, t)) < 0.4) & ~keep0
-        elif part == "padding_float":
-            key_padding_mask = rng.standard_normal((b, t)).astype(dtype)
-            key_padding_mask[(rng.random((b, t)) < 0.3) & ~keep0] = -np.inf
-        else:
-            raise ValueError(f"unknown mask kind {part!r}")
-    return attn_mask, key_padding_mask, is_causal
-
-
-def _torch_mask(m):
-    return None if m is None else torch.from_numpy(np.array(m, copy=True))
 
 
 @dataclass
@@ -251,141 +83,26 @@ def _perturb_numpy(module, rng):
         p.data[...] += (0.25 * rng.standard_normal(p.shape)).astype(p.dtype)
 
 
-def _np_dtype(cfg):
-    return np.dtype(cfg["dtype"])
+# the registry's NumPy side, and the torch table's module for a configuration
+_build_numpy = build
+_inputs = make_inputs
 
-
-# ---- module builders ------------------------------------------------------------------------------
 
 def _build_torch(cfg):
-    dt = convert.torch_dtype(_np_dtype(cfg))
-    k = cfg["kind"]
-    if k == "Linear":
-        return nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"], dtype=dt)
-    if k == "Embedding":
-        return nn.Embedding(cfg["V"], cfg["D"], padding_idx=cfg["padding_idx"], dtype=dt)
-    if k == "LayerNorm":
-        return nn.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
-                            bias=cfg["bias"], dtype=dt)
-    if k == "MultiheadAttention":
-        return nn.MultiheadAttention(cfg["D"], cfg["H"], dropout=0.0, bias=cfg["bias"], kdim=cfg["kdim"],
-                                     vdim=cfg["vdim"], batch_first=cfg["batch_first"], dtype=dt)
-    layer = nn.TransformerEncoderLayer(cfg["D"], cfg["H"], dim_feedforward=cfg["F"], dropout=0.0,
-                                       activation=cfg["activation"], layer_norm_eps=cfg["eps"],
-                                       batch_first=cfg["batch_first"], norm_first=cfg["norm_first"],
-                                       bias=cfg["bias"], dtype=dt)
-    if k == "TransformerEncoderLayer":
-        return layer
-    norm = nn.LayerNorm(cfg["D"], eps=cfg["eps"], bias=cfg["bias"], dtype=dt) if cfg["final_norm"] else None
-    return nn.TransformerEncoder(layer, cfg["num_layers"], norm=norm, enable_nested_tensor=False)
-
-
-def _build_numpy(cfg):
-    dt = _np_dtype(cfg)
-    seed = cfg["seed"]
-    k = cfg["kind"]
-    if k == "Linear":
-        return nt.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"], dtype=dt, seed=seed)
-    if k == "Embedding":
-        return nt.Embedding(cfg["V"], cfg["D"], padding_idx=cfg["padding_idx"], dtype=dt, seed=seed)
-    if k == "LayerNorm":
-        return nt.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
-                            bias=cfg["bias"], dtype=dt)
-    if k == "MultiheadAttention":
-        return nt.MultiheadAttention(cfg["D"], cfg["H"], dropout=cfg["dropout"], bias=cfg["bias"],
-                                     kdim=cfg["kdim"], vdim=cfg["vdim"], batch_first=cfg["batch_first"],
-                                     dtype=dt, seed=seed)
-    layer = nt.TransformerEncoderLayer(cfg["D"], cfg["H"], dim_feedforward=cfg["F"], dropout=cfg["dropout"],
-                                       activation=cfg["activation"], layer_norm_eps=cfg["eps"],
-                                       batch_first=cfg["batch_first"], norm_first=cfg["norm_first"],
-                                       bias=cfg["bias"], dtype=dt, seed=seed)
-    if k == "TransformerEncoderLayer":
-        return layer
-    norm = nt.LayerNorm(cfg["D"], eps=cfg["eps"], bias=cfg["bias"], dtype=dt) if cfg["final_norm"] else None
-    return nt.TransformerEncoder(layer, cfg["num_layers"], norm=norm, enable_nested_tensor=False, seed=seed + 1)
-
-
-# ---- inputs and calls ------------------------------------------------------------------------------
-
-def _seq(cfg, b, s, d, rng):
-    """A (B, S, d) array, or (S, B, d) when not batch_first."""
-    shape = (b, s, d) if cfg.get("batch_first", True) else (s, b, d)
-    return rng.standard_normal(shape).astype(_np_dtype(cfg))
-
-
-def _inputs(cfg, rng):
-    """``(differentiable inputs, other inputs)``: dicts of NumPy arrays."""
-    dt = _np_dtype(cfg)
-    k = cfg["kind"]
-    if k == "Linear":
-        return {"input": rng.standard_normal(cfg["lead"] + (cfg["in_features"],)).astype(dt)}, {}
-    if k == "Embedding":
-        ids = rng.integers(0, cfg["V"], size=cfg["ids_shape"])
-        ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
-        return {}, {"ids": ids}
-    if k == "LayerNorm":
-        return {"input": (rng.standard_normal(cfg["lead"] + (cfg["D"],)) * 2 + 0.5).astype(dt)}, {}
-    b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
-    am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
-    other = {"attn_mask": am, "key_padding_mask": kpm, "is_causal": causal}
-    if k != "MultiheadAttention" or cfg["mode"] == "self":
-        return {"src" if k != "MultiheadAttention" else "x": _seq(cfg, b, s, d, rng)}, other
-    kdim = d if cfg["kdim"] is None else cfg["kdim"]
-    vdim = d if cfg["vdim"] is None else cfg["vdim"]
-    if cfg["mode"] == "cross_kv_same":
-        return {"query": _seq(cfg, b, s, d, rng), "key_value": _seq(cfg, b, t, kdim, rng)}, other
-    return {"query": _seq(cfg, b, s, d, rng), "key": _seq(cfg, b, t, kdim, rng),
-            "value": _seq(cfg, b, t, vdim, rng)}, other
-
-
-def _qkv(x):
-    if "x" in x:
-        return x["x"], x["x"], x["x"]
-    if "key_value" in x:
-        return x["query"], x["key_value"], x["key_value"]
-    return x["query"], x["key"], x["value"]
+    """Torch's own module (``torch.nn``) for configuration ``cfg`` (built by the torch table from ours)."""
+    return table.torch_module(build(cfg), "torch.nn")
 
 
 def _call(module, cfg, x, other, side):
     """Run ``module`` (side 'numpy', 'torch.nn' or 'twin'); returns ``(output, {extra outputs})``."""
-    k = cfg["kind"]
-    if k in ("Linear", "LayerNorm"):
-        return module(x["input"]), {}
-    if k == "Embedding":
-        ids = other["ids"] if side == "numpy" else torch.from_numpy(other["ids"])
-        return module(ids), {}
-    am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
-    if side != "numpy":
-        am, kpm = _torch_mask(am), _torch_mask(kpm)
-        if side == "torch.nn" and causal and am is None:
-            # torch.nn refuses is_causal without the mask ("is_causal is a hint"): give it both.
-            s = cfg["S"]
-            am = torch.from_numpy(nt.functional.causal_mask(s, s))
-    if k == "MultiheadAttention":
-        q, kk, v = _qkv(x)
-        out, w = module(q, kk, v, key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
-                        average_attn_weights=cfg["average_attn_weights"], is_causal=causal)
-        return out, ({"weights": w} if cfg["need_weights"] else {})
-    if k == "TransformerEncoderLayer":
-        return module(x["src"], src_mask=am, src_key_padding_mask=kpm, is_causal=causal), {}
-    # TransformerEncoder: is_causal=None (auto-detect) unless the is_causal hint is what is tested
-    return module(x["src"], mask=am, src_key_padding_mask=kpm, is_causal=True if causal else None), {}
+    if side == "numpy":
+        from numpy_transformer.registry.modules import call
+        return call(module, cfg, x, other)
+    return table.torch_call(module, cfg, x, other, side)
 
 
 def _backward_numpy(module, cfg, dout, x):
-    """Our backward; returns ``{input name: gradient}``."""
-    k = cfg["kind"]
-    g = module.backward(dout)
-    if k == "Embedding":
-        return {}
-    if k != "MultiheadAttention":
-        return {next(iter(x)): g}
-    dq, dk, dv = g
-    if "x" in x:
-        return {"x": dq + dk + dv}                 # self-attention: one input used three times
-    if "key_value" in x:
-        return {"query": dq, "key_value": dk + dv}
-    return {"query": dq, "key": dk, "value": dv}
+    return input_grads(module, cfg, dout, x)
 
 
 def compare(cfg, oracle="torch.nn"):
@@ -411,7 +128,7 @@ def compare(cfg, oracle="torch.nn"):
     elif oracle == "twin":
         ours = _build_numpy(cfg)
         _perturb_numpy(ours, rng)
-        ref = convert.twin(ours)
+        ref = table.torch_module(ours, "twin")
     else:
         raise ValueError(f"oracle must be 'torch.nn' or 'twin', got {oracle!r}")
     ours.train()
@@ -439,8 +156,6 @@ def compare(cfg, oracle="torch.nn"):
     return Result(cfg, pairs, ours, ref, masks, oracle, (x_np, other, dout))
 
 
-KINDS = ("Linear", "Embedding", "LayerNorm", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder")
-TWIN_KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -108,64 +108,9 @@ def masks_to_torch(masks):
 # twin: the reference module matching a numpy_transformer module, weights copied
 # --------------------------------------------------------------------------------------------------
 
-def _activation_name(act):
-    name = type(act).__name__
-    if name == "ReLU":
-        return "relu"
-    if name == "GELU":
-        if getattr(act, "approximate", "none") != "none":
-            import torch.nn.functional as F
-            return lambda x: F.gelu(x, approximate=act.approximate)
-        return "gelu"
-    raise TypeError(f"no reference for activation {name}")
-
-
-def _build(np_module):
-    import numpy_transformer as nt
-    from torch import nn
-
-    from . import modules as R
-
-    if isinstance(np_module, nt.Linear):
-        dt = torch_dtype(np_module.dtype)
-        return nn.Linear(np_module.in_features, np_module.out_features, bias=np_module.bias is not None, dtype=dt)
-    if isinstance(np_module, nt.Embedding):
-        return nn.Embedding(np_module.num_embeddings, np_module.embedding_dim, padding_idx=np_module.padding_idx,
-                            dtype=torch_dtype(np_module.dtype))
-    if isinstance(np_module, nt.LayerNorm):
-        return nn.LayerNorm(np_module.normalized_shape, eps=np_module.eps,
-                            elementwise_affine=np_module.elementwise_affine,
-                            bias=np_module.bias is not None, dtype=torch_dtype(np_module.dtype))
-    if isinstance(np_module, nt.Dropout):
-        return R.Dropout(np_module.p)
-    if isinstance(np_module, nt.MultiheadAttention):
-        m = np_module
-        return R.MultiHeadAttention(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None,
-                                    kdim=m.kdim, vdim=m.vdim, batch_first=m.batch_first,
-                                    dtype=torch_dtype(m.dtype))
-    if isinstance(np_module, nt.TransformerEncoderLayer):
-        m = np_module
-        return R.EncoderBlock(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features,
-                              dropout=m.dropout.p, activation=_activation_name(m.activation),
-                              layer_norm_eps=m.norm1.eps, batch_first=m.batch_first, norm_first=m.norm_first,
-                              bias=m.linear1.bias is not None, dtype=torch_dtype(m.dtype))
-    if isinstance(np_module, nt.TransformerEncoder):
-        layers = [_build(layer) for layer in np_module.layers]
-        norm = None if np_module.norm is None else _build(np_module.norm)
-        return R.Encoder(layers, norm)
-    if isinstance(np_module, nt.TokenEmbedding):
-        return R.TokenEmbedding(np_module.embedding.num_embeddings, np_module.d_model,
-                                dtype=torch_dtype(np_module.dtype))
-    if isinstance(np_module, nt.PositionalEncoding):
-        return R.PositionalEncoding(np_module.d_model, np_module.max_len)
-    raise TypeError(f"no reference twin for {type(np_module).__name__}")
-
-
 def twin(np_module):
     """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
     mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
     :mod:`reference_torch.modules` for the rest."""
-    ref = _build(np_module)
-    to_torch(np_module, ref)
-    ref.train(np_module.training)
-    return ref
+    from .table import torch_module
+    return torch_module(np_module, "twin")

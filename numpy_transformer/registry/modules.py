@@ -1,0 +1,257 @@
+"""The modules' cases: how to draw a configuration, build the NumPy module, make its inputs, call it
+and collect its input gradients. The torch side (``torch.nn``'s module or the hand-written twin, with
+the NumPy weights copied in) is built by ``reference_torch.table.torch_module`` from the module itself.
+
+A configuration is a plain dict (``kind``, ``dtype``, ``seed``, ``dropout`` and the kind's sizes and
+options), so a failure can be printed and replayed. ``call`` is the same for both sides: the torch
+side converts the masks first (``reference_torch.table.torch_call``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict
+
+import numpy as np
+
+from .. import nn
+from .masks import CROSS_MASKS, SELF_MASKS, make_masks
+
+__all__ = ["ModuleCase", "MODULES", "KINDS", "TWIN_KINDS", "MIN_LAYER_NORM_D", "FLOAT32_SIZES", "draw_config",
+           "build", "make_inputs", "call", "input_grads"]
+
+# LayerNorm over D <= 2 features is ill-conditioned: for D = 1 the output is x - mean(x) = 0 computed
+# as a difference (torch returns rounding noise times 1/sqrt(eps)), for D = 2 the normalised output is
+# +-1 whatever x is, so d out / d x is an O(eps) difference of O(1/|x1 - x2|) terms. Neither tells a
+# correct implementation from a wrong one, so modules with a LayerNorm use D >= 3.
+MIN_LAYER_NORM_D = 3
+
+# Float32 runs: in the tiniest configurations a gradient entry is often a near-total cancellation
+# (a dot product of O(1) terms summing to 1e-4), whose float32 rounding alone exceeds the 1e-4
+# relative tolerance on both sides, bug or no bug.
+FLOAT32_SIZES = dict(min_width=4, min_len=2)
+
+
+@dataclass(frozen=True)
+class ModuleCase:
+    """A module kind (its class name, also its key in ``reference_torch.table.MODULES``)."""
+    name: str
+    draw: Callable                 # (chooser, cfg, min_width, min_len, **options) -> fills cfg
+    build: Callable                # (cfg) -> the NumPy module
+    examples: tuple = (("", {}),)  # gradcheck report rows: (label suffix, options)
+    twin: bool = False             # reference_torch has a hand-written twin (compared with dropout on)
+
+    def label(self, suffix):
+        return f"{self.name} ({suffix})" if suffix else self.name
+
+
+def _lead_shape(c):
+    return tuple(c.integers(1, 3) for _ in range(c.integers(0, 2)))
+
+
+def _pick(c, options, given):
+    return c.choice(options) if given is None else given
+
+
+def _draw_linear(c, cfg, min_width, min_len):
+    cfg.update(lead=_lead_shape(c), in_features=c.integers(min_width, 6), out_features=c.integers(1, 6),
+               bias=c.boolean())
+
+
+def _draw_embedding(c, cfg, min_width, min_len, padding_idx="draw"):
+    v = c.integers(1, 8)
+    pad = c.choice((None, c.integers(-v, v - 1))) if padding_idx == "draw" else padding_idx
+    cfg.update(V=v, D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)), padding_idx=pad)
+
+
+def _draw_layer_norm(c, cfg, min_width, min_len):
+    affine = c.boolean()
+    cfg.update(lead=_lead_shape(c), D=c.integers(max(min_width, MIN_LAYER_NORM_D), 8), eps=c.log_uniform(1e-12, 1e-1),
+               elementwise_affine=affine, bias=c.boolean() if affine else True)
+
+
+def _attention(c, cfg, cross_allowed=True, min_width=1, min_len=1, mode=None, mask=None, kdim="draw"):
+    h = c.integers(1, 3)
+    cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), H=h, Dh=c.integers(-(-min_width // h), 4),
+               bias=c.boolean(), batch_first=c.boolean())
+    cfg["D"] = cfg["H"] * cfg["Dh"]
+    cfg["mode"] = _pick(c, ("self", "cross", "cross_kv_same") if cross_allowed else ("self",), mode)
+    if cfg["mode"] == "self":
+        cfg.update(T=cfg["S"], kdim=None, vdim=None, mask=_pick(c, SELF_MASKS, mask))
+    else:
+        cfg["T"] = c.integers(min_len, 5)
+        if cfg["mode"] == "cross":                       # kdim given: None, or a (kdim, vdim) pair
+            cfg["kdim"] = c.choice((None, c.integers(1, 6))) if kdim == "draw" else (kdim and kdim[0])
+            cfg["vdim"] = c.choice((None, c.integers(1, 6))) if kdim == "draw" else (kdim and kdim[1])
+        else:
+            cfg["kdim"] = cfg["vdim"] = c.choice((None, c.integers(1, 6))) if kdim == "draw" else kdim
+        cfg["mask"] = _pick(c, CROSS_MASKS, mask)
+
+
+def _draw_mha(c, cfg, min_width, min_len, **options):
+    _attention(c, cfg, min_width=min_width, min_len=min_len, **options)
+    cfg.update(need_weights=c.boolean(), average_attn_weights=c.boolean())
+
+
+def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None):
+    _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask)
+    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
+               norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2))
+
+
+def _draw_encoder(c, cfg, min_width, min_len, final_norm=None, num_layers=None, **options):
+    _draw_layer(c, cfg, min_width, min_len, **options)
+    cfg.update(num_layers=_pick(c, (2, 3), num_layers), final_norm=_pick(c, (False, True), final_norm))
+
+
+def _draw_token_embedding(c, cfg, min_width, min_len):
+    cfg.update(V=c.integers(2, 8), D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)))
+
+
+def _draw_positional(c, cfg, min_width, min_len):
+    cfg.update(B=c.integers(1, 3), S=c.integers(1, 6), D=c.integers(1, 6), max_len=c.integers(6, 12))
+
+
+def _dt(cfg):
+    return np.dtype(cfg["dtype"])
+
+
+def _build_layer(cfg):
+    return nn.TransformerEncoderLayer(cfg["D"], cfg["H"], dim_feedforward=cfg["F"], dropout=cfg["dropout"],
+                                      activation=cfg["activation"], layer_norm_eps=cfg["eps"],
+                                      batch_first=cfg["batch_first"], norm_first=cfg["norm_first"],
+                                      bias=cfg["bias"], dtype=_dt(cfg), seed=cfg["seed"])
+
+
+def _build_encoder(cfg):
+    norm = nn.LayerNorm(cfg["D"], eps=cfg["eps"], bias=cfg["bias"], dtype=_dt(cfg)) if cfg["final_norm"] else None
+    return nn.TransformerEncoder(_build_layer(cfg), cfg["num_layers"], norm=norm, enable_nested_tensor=False,
+                                 seed=cfg["seed"] + 1)
+
+
+MODULES = {case.name: case for case in [
+    ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
+                                                            dtype=_dt(cfg), seed=cfg["seed"])),
+    ModuleCase("Embedding", _draw_embedding,
+               lambda cfg: nn.Embedding(cfg["V"], cfg["D"], padding_idx=cfg["padding_idx"], dtype=_dt(cfg),
+                                        seed=cfg["seed"]),
+               examples=(("", {"padding_idx": None}), ("padding_idx=1, FD skips the frozen row", {"padding_idx": 1}))),
+    ModuleCase("LayerNorm", _draw_layer_norm,
+               lambda cfg: nn.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
+                                        bias=cfg["bias"], dtype=_dt(cfg))),
+    ModuleCase("MultiheadAttention", _draw_mha,
+               lambda cfg: nn.MultiheadAttention(cfg["D"], cfg["H"], dropout=cfg["dropout"], bias=cfg["bias"],
+                                                 kdim=cfg["kdim"], vdim=cfg["vdim"], batch_first=cfg["batch_first"],
+                                                 dtype=_dt(cfg), seed=cfg["seed"]),
+               examples=(("self, causal", {"mode": "self", "mask": "causal_bool+padding"}),
+                         ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "kdim": None}),
+                         ("kdim=3, vdim=5", {"mode": "cross", "mask": "float", "kdim": (3, 5)})),
+               twin=True),
+    ModuleCase("TransformerEncoderLayer", _draw_layer, _build_layer,
+               examples=tuple((f"{act}, {'pre' if nf else 'post'}-LN", {"activation": act, "norm_first": nf,
+                                                                         "mask": mask})
+                              for act, nf, mask in (("relu", False, "padding"), ("gelu", False, "none"),
+                                                    ("relu", True, "is_causal"), ("gelu", True, "padding"))),
+               twin=True),
+    ModuleCase("TransformerEncoder", _draw_encoder, _build_encoder,
+               examples=(("2 layers, final norm, causal", {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
+    ModuleCase("TokenEmbedding", _draw_token_embedding,
+               lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
+    ModuleCase("PositionalEncoding", _draw_positional,
+               lambda cfg: nn.PositionalEncoding(cfg["D"], max_len=cfg["max_len"], dtype=_dt(cfg))),
+]}
+
+KINDS = tuple(MODULES)
+TWIN_KINDS = tuple(k for k, m in MODULES.items() if m.twin)
+
+
+def draw_config(kind, c, dtype="float64", dropout=0.0, min_width=1, min_len=1, **options):
+    """A random configuration (a plain dict) for module ``kind``, drawn with chooser ``c``; ``options``
+    fix some of the kind's choices (what the gradcheck report's rows do)."""
+    if kind not in MODULES:
+        raise ValueError(f"unknown module kind {kind!r}")
+    cfg: Dict[str, Any] = {"kind": kind, "dtype": dtype, "seed": c.integers(0, 2**31 - 1), "dropout": dropout}
+    MODULES[kind].draw(c, cfg, min_width, min_len, **options)
+    return cfg
+
+
+def build(cfg):
+    """The NumPy module of a configuration."""
+    return MODULES[cfg["kind"]].build(cfg)
+
+
+def _seq(cfg, b, s, d, rng):
+    """A (B, S, d) array, or (S, B, d) when not batch_first."""
+    shape = (b, s, d) if cfg.get("batch_first", True) else (s, b, d)
+    return rng.standard_normal(shape).astype(_dt(cfg))
+
+
+def make_inputs(cfg, rng):
+    """``(differentiable inputs, other inputs)``: dicts of NumPy arrays (masks in our convention)."""
+    dt = _dt(cfg)
+    k = cfg["kind"]
+    if k == "Linear":
+        return {"input": rng.standard_normal(cfg["lead"] + (cfg["in_features"],)).astype(dt)}, {}
+    if k in ("Embedding", "TokenEmbedding"):
+        ids = rng.integers(0, cfg["V"], size=cfg["ids_shape"])
+        ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
+        return {}, {"ids": ids}
+    if k == "LayerNorm":
+        return {"input": (rng.standard_normal(cfg["lead"] + (cfg["D"],)) * 2 + 0.5).astype(dt)}, {}
+    if k == "PositionalEncoding":
+        return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
+    b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
+    am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
+    other = {"attn_mask": am, "key_padding_mask": kpm, "is_causal": causal}
+    if k != "MultiheadAttention" or cfg["mode"] == "self":
+        return {"src" if k != "MultiheadAttention" else "x": _seq(cfg, b, s, d, rng)}, other
+    kdim = d if cfg["kdim"] is None else cfg["kdim"]
+    vdim = d if cfg["vdim"] is None else cfg["vdim"]
+    if cfg["mode"] == "cross_kv_same":
+        return {"query": _seq(cfg, b, s, d, rng), "key_value": _seq(cfg, b, t, kdim, rng)}, other
+    return {"query": _seq(cfg, b, s, d, rng), "key": _seq(cfg, b, t, kdim, rng),
+            "value": _seq(cfg, b, t, vdim, rng)}, other
+
+
+def _qkv(x):
+    if "x" in x:
+        return x["x"], x["x"], x["x"]
+    if "key_value" in x:
+        return x["query"], x["key_value"], x["key_value"]
+    return x["query"], x["key"], x["value"]
+
+
+def call(module, cfg, x, other):
+    """Run ``module`` (ours, or a torch module given tensors) on the inputs; ``(output, {extras})``."""
+    k = cfg["kind"]
+    if k in ("Linear", "LayerNorm"):
+        return module(x["input"]), {}
+    if k in ("Embedding", "TokenEmbedding"):
+        return module(other["ids"]), {}
+    if k == "PositionalEncoding":
+        return module(x["x"]), {}
+    am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
+    if k == "MultiheadAttention":
+        q, kk, v = _qkv(x)
+        out, w = module(q, kk, v, key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
+                        average_attn_weights=cfg["average_attn_weights"], is_causal=causal)
+        return out, ({"weights": w} if cfg["need_weights"] else {})
+    if k == "TransformerEncoderLayer":
+        return module(x["src"], src_mask=am, src_key_padding_mask=kpm, is_causal=causal), {}
+    # TransformerEncoder: is_causal=None (auto-detect) unless the is_causal hint is what is tested
+    return module(x["src"], mask=am, src_key_padding_mask=kpm, is_causal=True if causal else None), {}
+
+
+def input_grads(module, cfg, dout, x):
+    """Our backward; returns ``{input name: gradient}`` (parameters' gradients land in ``p.grad``)."""
+    g = module.backward(dout)
+    if cfg["kind"] in ("Embedding", "TokenEmbedding"):
+        return {}
+    if cfg["kind"] != "MultiheadAttention":
+        return {next(iter(x)): g}
+    dq, dk, dv = g
+    if "x" in x:
+        return {"x": dq + dk + dv}                 # self-attention: one input used three times
+    if "key_value" in x:
+        return {"query": dq, "key_value": dk + dv}
+    return {"query": dq, "key": dk, "value": dv}

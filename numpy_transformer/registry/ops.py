@@ -1,0 +1,272 @@
+"""The functional ops' cases: how to call each forward/backward pair and how to draw its inputs.
+
+Each :class:`OpCase` names its pair (resolved in :mod:`numpy_transformer.functional` at call time,
+so a test that patches ``F.softmax_backward`` is seen), draws inputs over random shapes and options
+(``draw(c, dtype, **options)`` with a :mod:`chooser <.choosers>`), and lists the rows of the
+``gradcheck`` report as ``(label, options)``. The torch side of every case is the entry of the same
+name in ``reference_torch.table.OPS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from .. import functional as F
+from .masks import CROSS_MASKS, SDPA_MASKS, make_masks, sdpa_mask
+
+__all__ = ["Draw", "OpCase", "OPS", "TOL"]
+
+# Normwise relative error allowed against torch: max|ours - torch| / max|torch|.
+TOL = {"float64": 1e-10, "float32": 1e-4}
+
+
+class Draw(NamedTuple):
+    """One drawn case: ``inputs`` (float arrays are differentiated; ``nondiff`` ones are not),
+    ``static`` (constants: masks in our convention, axis, eps, ...), ``fd_exclude`` (elements finite
+    differences must skip, e.g. a frozen padding row)."""
+    inputs: dict
+    static: dict
+    fd_exclude: Optional[dict] = None
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """A functional op: ``forward(**inputs, **static) -> ({"out": ..., extras}, cache)`` and
+    ``backward(dout, cache) -> {input name: gradient}``."""
+    name: str                                    # also its key in reference_torch.table.OPS
+    forward: Callable
+    backward: Callable
+    draw: Callable                               # (chooser, dtype, **options) -> Draw
+    examples: tuple = (("", {}),)                # gradcheck report rows: (label suffix, options)
+    nondiff: tuple = ()                          # inputs that are not differentiable (ids)
+    tol: dict = None                             # per dtype; default TOL
+
+    def label(self, suffix):
+        return f"{self.name} ({suffix})" if suffix else self.name
+
+    def tolerance(self, dtype):
+        return (self.tol or TOL)[np.dtype(dtype).name]
+
+
+def _pair(fwd, bwd, names, extras=None):
+    """Adapters for a pair ``F.<fwd>(**inputs, **static) -> (out, cache)`` whose backward returns the
+    gradients of ``names`` in order (a lone array for one name)."""
+    def forward(**kw):
+        out, cache = getattr(F, fwd)(**kw)
+        return {"out": out}, cache
+
+    def backward(dout, cache):
+        g = getattr(F, bwd)(dout, cache)
+        g = g if isinstance(g, tuple) else (g,)
+        return {n: v for n, v in zip(names, g)}
+    return forward, backward
+
+
+def _n(rng, shape, dtype, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def _lead(c, max_len=2, hi=3):
+    return tuple(c.integers(1, hi) for _ in range(c.integers(0, max_len)))
+
+
+# --------------------------------------------------------------------------------------------------
+# the draws
+# --------------------------------------------------------------------------------------------------
+
+def _draw_linear(c, dtype, bias=None):
+    rng = c.rng()
+    lead, din, dout = _lead(c), c.integers(1, 4), c.integers(1, 4)
+    bias = c.boolean() if bias is None else bias
+    inputs = {"x": _n(rng, lead + (din,), dtype), "weight": _n(rng, (dout, din), dtype)}
+    if bias:
+        inputs["bias"] = _n(rng, (dout,), dtype)
+    return Draw(inputs, {})
+
+
+def _draw_embedding(c, dtype, padding_idx="draw"):
+    rng = c.rng()
+    v, d = c.integers(1, 6), c.integers(1, 4)
+    ids = rng.integers(0, v, size=(c.integers(1, 3), c.integers(1, 6)))
+    ids.flat[-1] = ids.flat[0]                          # a repeated id: its gradient rows must add up
+    if padding_idx == "draw":
+        padding_idx = c.choice((None, c.integers(0, v - 1)))
+    elif padding_idx is not None:
+        padding_idx = min(padding_idx, v - 1)
+    static = {} if padding_idx is None else {"padding_idx": padding_idx}
+    exclude = None if padding_idx is None else {"weight": padding_idx}     # the frozen row: not a derivative
+    return Draw({"ids": ids, "weight": _n(rng, (v, d), dtype)}, static, exclude)
+
+
+def _draw_layer_norm(c, dtype, affine=None):
+    # D >= 3: for D <= 2 LayerNorm is ill-conditioned (see reference_torch.check.MIN_LAYER_NORM_D).
+    rng = c.rng()
+    d = c.integers(3, 8)
+    affine = c.choice(("both", "weight", "bias", "none")) if affine is None else affine
+    x = (_n(rng, _lead(c) + (d,), dtype, 2.0) + dtype(0.5))
+    inputs = {"x": x}
+    if affine in ("both", "weight"):
+        inputs["weight"] = _n(rng, (d,), dtype)
+    if affine in ("both", "bias"):
+        inputs["bias"] = _n(rng, (d,), dtype)
+    return Draw(inputs, {"eps": c.log_uniform(1e-12, 1e-1)})
+
+
+def _draw_softmax(c, dtype, axis=None, with_neginf=None):
+    rng = c.rng()
+    shape = tuple(c.integers(1, 4) for _ in range(c.integers(1 if axis is None else 3, 4)))
+    axis = c.integers(-len(shape), len(shape) - 1) if axis is None else axis
+    x = _n(rng, shape, dtype, 3.0)
+    if c.boolean() if with_neginf is None else with_neginf:
+        neg = rng.random(shape) < 0.3            # masked entries, but never a whole slice (torch: NaN)
+        first = [slice(None)] * len(shape)
+        first[axis] = 0
+        neg[tuple(first)] = False
+        x[neg] = -np.inf
+    return Draw({"x": x}, {"axis": axis})
+
+
+def _away_from_zero(x, margin=0.1):
+    """Keep a ReLU's input clear of its kink (a finite difference across it is meaningless)."""
+    return np.sign(x) * (np.abs(x) + margin) + (x == 0) * margin
+
+
+def _elementwise_shape(c):
+    return tuple(c.integers(1, 5) for _ in range(c.integers(1, 3)))
+
+
+def _draw_relu(c, dtype):
+    return Draw({"x": _away_from_zero(_n(c.rng(), _elementwise_shape(c), dtype)).astype(dtype)}, {})
+
+
+def _draw_gelu(c, dtype, approximate=None):
+    approximate = c.choice(("none", "tanh")) if approximate is None else approximate
+    scale = c.choice((1.0, 4.0))
+    return Draw({"x": _n(c.rng(), _elementwise_shape(c), dtype, scale)}, {"approximate": approximate})
+
+
+def _draw_dropout(c, dtype, p=None):
+    rng = c.rng()
+    shape = _elementwise_shape(c)
+    p = c.choice((0.0, 0.3, 0.5, 1.0)) if p is None else p
+    return Draw({"x": _n(rng, shape, dtype)}, {"p": p, "mask": rng.random(shape) >= p, "training": True})
+
+
+def _draw_sdpa(c, dtype, mask=None, blocks=None):
+    rng = c.rng()
+    lead = c.choice(((), (2,), (2, 3), (1, 2)))
+    s, t, dh, dv = c.integers(1, 4), c.integers(1, 5), c.integers(1, 4), c.integers(1, 4)
+    kinds = SDPA_MASKS + ("causal+bool",)
+    attn_mask, is_causal = sdpa_mask(c.choice(kinds) if mask is None else mask, lead, s, t, dtype, rng)
+    static = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": c.choice((None, 0.3))}
+    if blocks is not None:                                  # the tiled path: its tile sizes
+        static.update(block_q=blocks[0], block_k=blocks[1])
+    inputs = {"q": _n(rng, lead + (s, dh), dtype), "k": _n(rng, lead + (t, dh), dtype),
+              "v": _n(rng, lead + (t, dv), dtype)}
+    return Draw(inputs, static)
+
+
+def _draw_flash(c, dtype, mask=None, blocks=None):
+    blocks = (c.integers(1, 4), c.integers(1, 4)) if blocks is None else blocks
+    return _draw_sdpa(c, dtype, mask, blocks)
+
+
+_SELF_MHA_MASKS = ("none", "is_causal", "causal_bool", "float", "padding", "per_head", "causal_bool+padding",
+                   "float+padding", "padding_float")
+
+
+def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None):
+    rng = c.rng()
+    b, s, h, dh = c.integers(1, 3), c.integers(1, 4), c.integers(1, 3), c.integers(1, 4)
+    d = h * dh
+    mode = c.choice(("self", "cross")) if mode is None else mode
+    t = s if mode == "self" else c.integers(1, 4)
+    packed = (c.boolean() if mode == "cross" else True) if packed is None else packed
+    kdim = c.integers(1, 5) if not packed else d
+    vdim = c.integers(1, 5) if not packed else d
+    mask = c.choice(_SELF_MHA_MASKS if mode == "self" else CROSS_MASKS[:3] + ("padding", "per_head",
+                                                                               "per_head+padding")) \
+        if mask is None else mask
+    inputs = {"x": _n(rng, (b, s, d), dtype)} if mode == "self" else {
+        "query": _n(rng, (b, s, d), dtype), "key": _n(rng, (b, t, kdim), dtype), "value": _n(rng, (b, t, vdim), dtype)}
+    if packed:
+        inputs["in_proj_weight"] = _n(rng, (3 * d, d), dtype, 0.5)
+    else:
+        inputs.update(q_proj_weight=_n(rng, (d, d), dtype, 0.5), k_proj_weight=_n(rng, (d, kdim), dtype, 0.5),
+                      v_proj_weight=_n(rng, (d, vdim), dtype, 0.5))
+    if c.boolean() if bias is None else bias:
+        inputs.update(in_proj_bias=_n(rng, (3 * d,), dtype, 0.5), out_proj_bias=_n(rng, (d,), dtype, 0.5))
+    inputs["out_proj_weight"] = _n(rng, (d, d), dtype, 0.5)
+    am, kpm, is_causal = make_masks(mask, b, h, s, t, dtype, rng)
+    static = {"num_heads": h, "attn_mask": am, "key_padding_mask": kpm, "is_causal": is_causal,
+              "need_weights": c.boolean(), "average_attn_weights": c.boolean()}
+    return Draw(inputs, static)
+
+
+# --------------------------------------------------------------------------------------------------
+# adapters for the pairs whose signature is not (x, ...) -> (out, cache)
+# --------------------------------------------------------------------------------------------------
+
+def _dropout_forward(**kw):
+    out, cache = F.dropout_forward(**kw)
+    return {"out": out}, cache
+
+
+def _mha_forward(x=None, query=None, key=None, value=None, need_weights=False, average_attn_weights=True,
+                 **kw):
+    if x is not None:
+        query = key = value = x                    # self-attention: one input used three times
+    out, probs, cache = F.multi_head_attention_forward(query, key, value, **kw)
+    res = {"out": out}
+    if need_weights:
+        res["weights"] = probs.mean(axis=1) if average_attn_weights else probs
+    return res, (cache, x is not None)
+
+
+def _mha_backward(dout, cache):
+    cache, self_attention = cache
+    dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache)
+    g = {"x": dq + dk + dv} if self_attention else {"query": dq, "key": dk, "value": dv}
+    g.update({k.replace(".", "_"): v for k, v in grads.items()})       # out_proj.weight -> out_proj_weight
+    return g
+
+
+# --------------------------------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------------------------------
+
+_SDPA = ("q", "k", "v")
+
+OPS = {case.name: case for case in [
+    OpCase("linear", *_pair("linear_forward", "linear_backward", ("x", "weight", "bias")), _draw_linear,
+           examples=(("", {"bias": True}), ("no bias", {"bias": False}))),
+    OpCase("embedding", *_pair("embedding_forward", "embedding_backward", ("weight",)), _draw_embedding,
+           examples=(("", {"padding_idx": None}), ("padding_idx=0, FD skips the frozen row", {"padding_idx": 0})),
+           nondiff=("ids",)),
+    OpCase("layer_norm", *_pair("layer_norm_forward", "layer_norm_backward", ("x", "weight", "bias")),
+           _draw_layer_norm, examples=(("", {"affine": "both"}), ("no affine", {"affine": "none"}))),
+    OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
+           examples=(("axis=-1", {"axis": -1, "with_neginf": False}), ("axis=1", {"axis": 1, "with_neginf": True}))),
+    OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu),
+    OpCase("gelu", *_pair("gelu_forward", "gelu_backward", ("x",)), _draw_gelu,
+           examples=(("approximate=none", {"approximate": "none"}), ("approximate=tanh", {"approximate": "tanh"}))),
+    OpCase("dropout", _dropout_forward, _pair("dropout_forward", "dropout_backward", ("x",))[1], _draw_dropout,
+           examples=(("fixed mask, p=0.3", {"p": 0.3}),)),
+    OpCase("scaled_dot_product_attention",
+           *_pair("scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward", _SDPA),
+           _draw_sdpa, examples=(("no mask", {"mask": "none"}), ("bool mask, a fully masked row",
+                                                                 {"mask": "fully_masked_rows"}),
+                                 ("bool mask", {"mask": "bool"}), ("float mask", {"mask": "float"}),
+                                 ("causal", {"mask": "is_causal"}), ("causal + bool mask", {"mask": "causal+bool"}))),
+    OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
+           examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
+                     ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
+    OpCase("multi_head_attention", _mha_forward, _mha_backward, _draw_mha,
+           examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True}),
+                     ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "packed": True}),
+                     ("kdim, vdim, float mask", {"mode": "cross", "mask": "float", "packed": False}),
+                     ("causal, no bias", {"mode": "self", "mask": "is_causal", "bias": False}))),
+]}

@@ -1,0 +1,200 @@
+"""The one torch table: for every case of ``numpy_transformer.registry``, torch's own implementation.
+
+* :data:`OPS` -- op name -> a function of tensors computing the op with ``torch.nn.functional``
+  (masks arrive in ``numpy_transformer``'s convention and are translated here, once);
+  :func:`op_outputs` runs one under autograd with a given upstream gradient.
+* :data:`MODULES` -- module class name -> how to build torch's module for one of ours (``torch.nn``'s
+  own where torch has it, the hand-written twin of :mod:`reference_torch.modules` otherwise or when
+  ``oracle="twin"``); :func:`torch_module` builds it and copies the weights in through ``state_dict``.
+* :func:`torch_call` runs a registry module case on the torch side (masks as tensors; ``torch.nn``
+  wants the causal mask itself where we accept ``is_causal=True`` alone).
+
+Adding an op: one entry in :data:`OPS` and, for its module, one in :data:`MODULES`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as TF
+from torch import nn
+
+from . import modules as R
+from .convert import to_torch, torch_dtype
+
+__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "to_tensor"]
+
+TORCH_VERSION = torch.__version__
+
+
+def to_tensor(a, dtype, requires_grad=False):
+    """A NumPy array as a tensor: floats in ``dtype`` (a torch dtype), ints as int64, bools as bool."""
+    a = np.asarray(a)
+    if a.dtype == np.bool_:
+        return torch.from_numpy(a.copy())
+    if a.dtype.kind in "iu":
+        return torch.from_numpy(a.astype(np.int64))
+    return torch.from_numpy(np.array(a, dtype=np.float64)).to(dtype).requires_grad_(requires_grad)
+
+
+def _causal_bool(s, t):
+    """(S, T) bool, True above the diagonal (top-left aligned, as torch's ``is_causal``)."""
+    return torch.triu(torch.ones(s, t, dtype=torch.bool), diagonal=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# ops: torch.nn.functional, with our mask convention translated
+# --------------------------------------------------------------------------------------------------
+
+def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, **_tiles):
+    """torch's scaled_dot_product_attention. Its bool mask means True = MAY attend (ours: may NOT), and
+    it takes no mask together with ``is_causal``: both are merged into one additive mask then."""
+    if attn_mask is None:
+        return TF.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
+    if not is_causal:
+        return TF.scaled_dot_product_attention(q, k, v, attn_mask=~attn_mask if attn_mask.dtype == torch.bool
+                                               else attn_mask, scale=scale)
+    add = (torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(attn_mask, -math.inf)
+           if attn_mask.dtype == torch.bool else attn_mask.clone())
+    add = add + torch.zeros(q.shape[-2], k.shape[-2], dtype=q.dtype).masked_fill(
+        _causal_bool(q.shape[-2], k.shape[-2]), -math.inf)
+    return TF.scaled_dot_product_attention(q, k, v, attn_mask=add, scale=scale)
+
+
+def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, key_padding_mask=None,
+         is_causal=False, need_weights=False, average_attn_weights=True, **w):
+    """torch.nn.functional.multi_head_attention_forward on batch-first inputs (it wants (S, B, D))."""
+    if x is not None:
+        query = key = value = x
+    s, t, d = query.shape[1], key.shape[1], query.shape[-1]
+    if is_causal and attn_mask is None:
+        attn_mask = _causal_bool(s, t)             # torch needs the mask itself; is_causal is a hint
+    out, weights = TF.multi_head_attention_forward(
+        query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d, num_heads,
+        w.get("in_proj_weight"), w.get("in_proj_bias"), None, None, False, 0.0, w["out_proj_weight"],
+        w.get("out_proj_bias"), training=True, key_padding_mask=key_padding_mask, need_weights=need_weights,
+        attn_mask=attn_mask, use_separate_proj_weight="in_proj_weight" not in w, q_proj_weight=w.get("q_proj_weight"),
+        k_proj_weight=w.get("k_proj_weight"), v_proj_weight=w.get("v_proj_weight"),
+        average_attn_weights=average_attn_weights, is_causal=is_causal)
+    return out.transpose(0, 1), ({"weights": weights} if need_weights else {})
+
+
+def _dropout(x, p, mask, training=True):
+    # torch's dropout draws its own mask; with a fixed keep-mask, inverted dropout is x * mask / (1-p)
+    if not training or p == 0.0:
+        return x
+    return x * (mask.to(x.dtype) * (0.0 if p == 1.0 else 1.0 / (1.0 - p)))
+
+
+OPS = {
+    "linear": lambda x, weight, bias=None: TF.linear(x, weight, bias),
+    "embedding": lambda ids, weight, padding_idx=None: TF.embedding(ids, weight, padding_idx=padding_idx),
+    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5: TF.layer_norm(x, x.shape[-1:], weight, bias, eps),
+    "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
+    "relu": lambda x: TF.relu(x),
+    "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
+    "dropout": _dropout,
+    "scaled_dot_product_attention": _sdpa,
+    "flash_attention": _sdpa,                        # the same maths, tiled: torch's SDPA is the oracle
+    "multi_head_attention": _mha,
+}
+
+
+def op_outputs(name, inputs, static, dout, dtype=np.float64, nondiff=()):
+    """Torch's ``{"out": ..., extras..., input name: gradient}`` for op ``name`` of the torch table.
+
+    ``inputs`` are NumPy arrays (float ones, unless in ``nondiff``, are differentiated in ``dtype``),
+    ``static`` the constants (arrays become tensors), ``dout`` the upstream gradient. Tensors are
+    returned (``float64`` arrays are what ``numpy_transformer`` compares with).
+    """
+    dt = torch_dtype(dtype) if not isinstance(dtype, torch.dtype) else dtype
+    t = {n: None if a is None else to_tensor(a, dt, requires_grad=np.asarray(a).dtype.kind == "f" and n not in nondiff)
+         for n, a in inputs.items()}
+    s = {n: (to_tensor(a, dt) if isinstance(a, np.ndarray) else a) for n, a in static.items()}
+    res = OPS[name](**t, **s)
+    out, extras = res if isinstance(res, tuple) else (res, {})
+    out.backward(to_tensor(dout, dt))
+    grads = {n: v.grad for n, v in t.items() if v is not None and v.requires_grad}
+    return {"out": out, **extras, **grads}
+
+
+# --------------------------------------------------------------------------------------------------
+# modules: one builder for torch's module equivalent to any of ours
+# --------------------------------------------------------------------------------------------------
+
+def _layer(m, twin=False):
+    cls = R.TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
+    return cls(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features, dropout=m.dropout.p,
+               activation=R.activation(m.activation) if twin else _torch_activation(m.activation),
+               layer_norm_eps=m.norm1.eps, batch_first=m.batch_first, norm_first=m.norm_first,
+               bias=m.linear1.bias is not None)
+
+
+def _torch_activation(act):
+    """What ``torch.nn.TransformerEncoderLayer`` takes for one of our activation modules."""
+    if type(act).__name__ == "GELU" and act.approximate != "none":
+        return nn.GELU(approximate=act.approximate)
+    return type(act).__name__.lower()
+
+
+def _mha_module(m, twin=False):
+    cls = R.MultiheadAttention if twin else nn.MultiheadAttention
+    return cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None, kdim=m.kdim,
+               vdim=m.vdim, batch_first=m.batch_first)
+
+
+def _encoder(m, twin=False):
+    norm = None if m.norm is None else MODULES["LayerNorm"](m.norm, twin)
+    if twin:
+        return R.TransformerEncoder([_layer(layer, twin=True) for layer in m.layers], norm)
+    return nn.TransformerEncoder(_layer(m.layers[0]), m.num_layers, norm=norm, enable_nested_tensor=False)
+
+
+MODULES = {
+    "Linear": lambda m, twin=False: nn.Linear(m.in_features, m.out_features, bias=m.bias is not None),
+    "Embedding": lambda m, twin=False: nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
+    "LayerNorm": lambda m, twin=False: nn.LayerNorm(m.normalized_shape, eps=m.eps,
+                                                    elementwise_affine=m.elementwise_affine, bias=m.bias is not None),
+    "Dropout": lambda m, twin=False: R.Dropout(m.p),
+    "MultiheadAttention": _mha_module,
+    "TransformerEncoderLayer": _layer,
+    "TransformerEncoder": _encoder,
+    # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
+    "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
+    "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
+}
+
+
+def torch_module(np_module, oracle="torch.nn", dtype=None):
+    """Torch's module equivalent to ``np_module``, with its weights copied in and its train/eval mode.
+
+    ``oracle``: ``"torch.nn"`` (torch's own modules) or ``"twin"`` (the hand-written twins, which can
+    replay our dropout masks). ``dtype`` (NumPy), default the module's own.
+    """
+    name = type(np_module).__name__
+    if name not in MODULES:
+        raise TypeError(f"no torch module for {name} in reference_torch.table.MODULES")
+    if oracle not in ("torch.nn", "twin"):
+        raise ValueError(f"oracle must be 'torch.nn' or 'twin', got {oracle!r}")
+    tm = MODULES[name](np_module, oracle == "twin")
+    if dtype is None:
+        params = np_module.parameters()
+        dtype = getattr(np_module, "dtype", None)
+        dtype = dtype if dtype is not None else (params[0].dtype if params else np.float64)
+    tm = tm.to(torch_dtype(np.dtype(dtype)))
+    to_torch(np_module, tm, cast=True)
+    return tm.train(np_module.training)
+
+
+def torch_call(module, cfg, x, other, oracle="torch.nn"):
+    """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors, and for
+    ``torch.nn`` an ``is_causal=True`` without a mask gets the causal mask too (torch wants both)."""
+    from numpy_transformer.registry.modules import call
+    other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
+             for k, v in other.items()}
+    if oracle == "torch.nn" and other.get("is_causal") and other.get("attn_mask") is None:
+        s, t = cfg["S"], cfg["T"]
+        other["attn_mask"] = _causal_bool(s, t)
+    return call(module, cfg, x, other)
