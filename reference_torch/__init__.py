@@ -14,13 +14,14 @@ except ImportError as _exc:
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
                       to_torch, twin)
-from .modules import (Dropout, Encoder, EncoderBlock, FeedForward, MultiHeadAttention, PositionalEncoding,
-                      ReferenceModule, TokenEmbedding, attention, clear_dropout_masks, merge_masks,
-                      set_dropout_masks)
+from .modules import (Dropout, FeedForward, MultiheadAttention, PositionalEncoding, ReferenceModule, TokenEmbedding,
+                      TransformerEncoder, TransformerEncoderLayer, activation, attention, clear_dropout_masks,
+                      merge_masks, set_dropout_masks)
 
 __all__ = [
-    "Dropout", "Encoder", "EncoderBlock", "FeedForward", "MultiHeadAttention", "PositionalEncoding",
-    "ReferenceModule", "TokenEmbedding", "attention", "clear_dropout_masks", "merge_masks", "set_dropout_masks",
+    "Dropout", "FeedForward", "MultiheadAttention", "PositionalEncoding", "ReferenceModule", "TokenEmbedding",
+    "TransformerEncoder", "TransformerEncoderLayer", "activation", "attention", "clear_dropout_masks", "merge_masks",
+    "set_dropout_masks",
     "from_torch", "grads_to_numpy", "masks_to_torch", "state_dict_to_numpy", "state_dict_to_torch", "to_torch",
     "twin",
 ]

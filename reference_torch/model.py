@@ -28,11 +28,10 @@ from torch import nn
 
 import numpy_transformer as nt
 
+from .convert import numpy_dtype, torch_dtype
+from .modules import activation
+
 __all__ = ["TorchTransformerModel", "to_torch", "from_torch", "TorchTwin", "torch_dtype"]
-
-
-def torch_dtype(dtype):
-    return {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}[np.dtype(dtype)]
 
 
 class TorchTransformerModel(nn.Module):
@@ -48,7 +47,7 @@ class TorchTransformerModel(nn.Module):
         self.config = dict(vocab_size=vocab_size, d_model=d_model, nhead=nhead, num_layers=num_layers,
                            dim_feedforward=dim_feedforward, dropout=dropout, max_len=max_len,
                            activation=activation, norm_first=norm_first, pos_encoding=pos_encoding,
-                           dtype={torch.float32: "float32", torch.float64: "float64"}[dtype])
+                           dtype=numpy_dtype(dtype).name)
         self.d_model, self.nhead, self.p = d_model, nhead, dropout
         self.embed = nn.Embedding(vocab_size, d_model, **kw)
         self.pos_kind = pos_encoding
@@ -109,7 +108,7 @@ class TorchTransformerModel(nn.Module):
 
     def _layer(self, layer, x, add_mask, masks, prefix):
         p = layer.dropout.p
-        act = F.relu if self.config["activation"] == "relu" else F.gelu
+        act = activation(self.config["activation"])
 
         def sa(y):
             out = self._attention(layer.self_attn, y, add_mask, masks, f"{prefix}.self_attn")

@@ -4,19 +4,26 @@ These are the *oracle*: plain, readable PyTorch with no hand-written backward. E
 parameter names (``state_dict`` keys) of the ``torch.nn`` module it mirrors, so weights move between
 ``numpy_transformer``, these twins and ``torch.nn`` without renaming:
 
-=========================  =====================================  ===================================
-twin                       mirrors                                ``state_dict`` keys
-=========================  =====================================  ===================================
-``TokenEmbedding``         ``nt.TokenEmbedding``                  ``embedding.weight``
-``PositionalEncoding``     ``nt.PositionalEncoding``              (none: ``pe`` is a non-persistent buffer)
-``MultiHeadAttention``     ``torch.nn.MultiheadAttention``        ``in_proj_weight``, ``in_proj_bias``,
-                                                                  ``out_proj.weight``, ``out_proj.bias``
-                                                                  (or ``q/k/v_proj_weight``)
-``FeedForward``            the feed-forward half of a layer       ``linear1.*``, ``linear2.*``
-``EncoderBlock``           ``torch.nn.TransformerEncoderLayer``   ``self_attn.*``, ``linear1.*``,
-                                                                  ``linear2.*``, ``norm1.*``, ``norm2.*``
-``Encoder``                ``torch.nn.TransformerEncoder``        ``layers.{i}.*``, ``norm.*``
-=========================  =====================================  ===================================
+=============================  =====================================  ===================================
+twin                           mirrors                                ``state_dict`` keys
+=============================  =====================================  ===================================
+``TokenEmbedding``             ``nt.TokenEmbedding``                  ``embedding.weight``
+``PositionalEncoding``         ``nt.PositionalEncoding``              (none: ``pe`` is a non-persistent buffer)
+``Dropout``                    ``torch.nn.Dropout``                   (none)
+``MultiheadAttention``         ``torch.nn.MultiheadAttention``        ``in_proj_weight``, ``in_proj_bias``,
+                                                                      ``out_proj.weight``, ``out_proj.bias``
+                                                                      (or ``q/k/v_proj_weight``)
+``FeedForward``                the feed-forward half of a layer       ``linear1.*``, ``linear2.*``
+``TransformerEncoderLayer``    ``torch.nn.TransformerEncoderLayer``   ``self_attn.*``, ``linear1.*``,
+                                                                      ``linear2.*``, ``norm1.*``, ``norm2.*``
+``TransformerEncoder``         ``torch.nn.TransformerEncoder``        ``layers.{i}.*``, ``norm.*``
+=============================  =====================================  ===================================
+
+Each twin has the name of the ``torch.nn`` module it mirrors (and of the ``numpy_transformer``
+module it checks); the constructors take torch's arguments, except ``batch_first=True`` by default
+and ``TransformerEncoder(layers, norm)`` taking a list (``TransformerEncoder.stack(layer, n)`` for
+torch's copy-one-layer form). :func:`activation` turns ``"relu"``/``"gelu"``/a callable/an
+``nt.ReLU``/``nt.GELU`` module into the torch function.
 
 Dropout replay
 --------------
@@ -43,6 +50,7 @@ F feed-forward width, V vocabulary.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from typing import Mapping, Optional
 
@@ -51,10 +59,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import numpy_transformer as nt
+
 __all__ = [
-    "ReferenceModule", "Dropout", "TokenEmbedding", "PositionalEncoding", "MultiHeadAttention",
-    "FeedForward", "EncoderBlock", "Encoder", "dropout", "causal_mask", "additive_mask", "merge_masks",
-    "attention", "feed_forward", "sinusoidal_table", "set_dropout_masks", "clear_dropout_masks",
+    "ReferenceModule", "Dropout", "TokenEmbedding", "PositionalEncoding", "MultiheadAttention",
+    "FeedForward", "TransformerEncoderLayer", "TransformerEncoder", "activation", "dropout", "causal_mask",
+    "additive_mask", "merge_masks", "attention", "feed_forward", "sinusoidal_table", "set_dropout_masks",
+    "clear_dropout_masks",
 ]
 
 
@@ -141,7 +152,7 @@ class Dropout(ReferenceModule):
 
 def _replay_targets(module):
     """``{name: module}`` of every sub-module that applies dropout (Dropout twins and attention)."""
-    return {name: m for name, m in module.named_modules() if isinstance(m, (Dropout, MultiHeadAttention))}
+    return {name: m for name, m in module.named_modules() if isinstance(m, (Dropout, MultiheadAttention))}
 
 
 def set_dropout_masks(module: nn.Module, masks: Optional[Mapping], strict: bool = True):
@@ -153,7 +164,7 @@ def set_dropout_masks(module: nn.Module, masks: Optional[Mapping], strict: bool 
         A twin (or a tree containing twins).
     masks : dict ``{name: bool ndarray or tensor}`` or None
         Names as ``module.named_modules()`` (the same names ``nt.dropout_masks`` uses, since the twins
-        have the NumPy modules' layout). A ``MultiHeadAttention``'s own name addresses its
+        have the NumPy modules' layout). A ``MultiheadAttention``'s own name addresses its
         attention-probability dropout, shape (B, H, S, T). Dropouts not named get no mask (they draw
         fresh ones); ``None`` clears every mask.
     strict : bool
@@ -302,7 +313,7 @@ def attention(q, k, v, mask=None, dropout_p=0.0, training=True, dropout_mask=Non
     return probs @ v, probs
 
 
-class MultiHeadAttention(ReferenceModule):
+class MultiheadAttention(ReferenceModule):
     """Multi-head attention written out by hand, with ``torch.nn.MultiheadAttention``'s parameters.
 
     ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv``; each split into H heads
@@ -405,12 +416,28 @@ class MultiHeadAttention(ReferenceModule):
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
-def _activation(activation):
-    if callable(activation):
-        return activation
-    if activation in _ACTIVATIONS:
-        return _ACTIVATIONS[activation]
-    raise ValueError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
+def activation(spec):
+    """The torch function for an activation ``spec``, the one place the torch side resolves one.
+
+    ``spec`` is ``"relu"`` (``F.relu``), ``"gelu"`` (``F.gelu``, exact), a ``numpy_transformer``
+    activation module (``nt.ReLU``; ``nt.GELU``, honouring its ``approximate``), or any other callable
+    (returned as is: a torch function or ``torch.nn`` module).
+    """
+    if isinstance(spec, nt.Module):                 # before callable(): nt modules are callable too
+        if isinstance(spec, nt.ReLU):
+            return F.relu
+        if isinstance(spec, nt.GELU):
+            return F.gelu if spec.approximate == "none" else functools.partial(F.gelu, approximate=spec.approximate)
+        raise TypeError(f"no torch function for the activation module {type(spec).__name__}")
+    if isinstance(spec, str):
+        if spec in _ACTIVATIONS:
+            return _ACTIVATIONS[spec]
+    elif callable(spec):
+        return spec
+    raise ValueError(f"activation must be 'relu', 'gelu', an nt.ReLU/nt.GELU module or a callable, got {spec!r}")
+
+
+_activation = activation   # for the constructors below, whose ``activation`` argument shadows the function
 
 
 def feed_forward(x, linear1, activation, dropout_module, linear2):
@@ -421,8 +448,8 @@ def feed_forward(x, linear1, activation, dropout_module, linear2):
 class FeedForward(ReferenceModule):
     """The position-wise feed-forward network ``linear2(dropout(activation(linear1(x))))``.
 
-    ``EncoderBlock`` runs the same :func:`feed_forward` on its own ``linear1``/``linear2`` (so its
-    ``state_dict`` keys stay those of ``torch.nn.TransformerEncoderLayer``).
+    ``TransformerEncoderLayer`` runs the same :func:`feed_forward` on its own ``linear1``/``linear2`` (so
+    its ``state_dict`` keys stay those of ``torch.nn.TransformerEncoderLayer``).
     """
 
     def __init__(self, d_model, dim_feedforward=2048, dropout=0.1, activation="relu", bias=True,
@@ -438,7 +465,7 @@ class FeedForward(ReferenceModule):
         return feed_forward(x, self.linear1, self.activation, self.dropout, self.linear2)
 
 
-class EncoderBlock(ReferenceModule):
+class TransformerEncoderLayer(ReferenceModule):
     """Twin of ``torch.nn.TransformerEncoderLayer`` (same arguments and ``state_dict`` keys)::
 
         norm_first=False (post-LN):  x = norm1(x + sa(x));    x = norm2(x + ff(x))
@@ -453,7 +480,7 @@ class EncoderBlock(ReferenceModule):
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **kw)
@@ -498,12 +525,12 @@ def _is_causal_mask(mask):
     return bool(torch.isneginf(mask[causal]).all() and (mask[~causal] == 0).all())
 
 
-class Encoder(ReferenceModule):
+class TransformerEncoder(ReferenceModule):
     """Twin of ``torch.nn.TransformerEncoder``: ``layers`` in order, then the optional final ``norm``.
 
     Parameters
     ----------
-    layers : iterable of EncoderBlock
+    layers : iterable of TransformerEncoderLayer
         Registered as ``layers.0``, ``layers.1``, ... Use :meth:`stack` for torch's
         ``(encoder_layer, num_layers)`` form (deep copies of one layer).
     norm : nn.LayerNorm, optional
@@ -512,7 +539,8 @@ class Encoder(ReferenceModule):
     def __init__(self, layers, norm=None):
         super().__init__()
         if isinstance(layers, nn.Module) and not isinstance(layers, nn.ModuleList):
-            raise TypeError("Encoder takes a list of layers; use Encoder.stack(layer, num_layers) to copy one")
+            raise TypeError("TransformerEncoder takes a list of layers; use "
+                            "TransformerEncoder.stack(layer, num_layers) to copy one")
         self.layers = nn.ModuleList(layers)
         self.num_layers = len(self.layers)
         self.norm = norm

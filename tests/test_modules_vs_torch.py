@@ -205,7 +205,7 @@ def test_state_dict_keys_and_shapes_match_torch(kind, data):
 def test_multihead_attention_parameter_names(kdim, vdim, bias):
     tnn = torch.nn.MultiheadAttention(6, 2, bias=bias, kdim=kdim, vdim=vdim, batch_first=True, dtype=torch.float64)
     ours = nt.MultiheadAttention(6, 2, bias=bias, kdim=kdim, vdim=vdim, dtype=np.float64)
-    tw = R.MultiHeadAttention(6, 2, bias=bias, kdim=kdim, vdim=vdim, dtype=torch.float64)
+    tw = R.MultiheadAttention(6, 2, bias=bias, kdim=kdim, vdim=vdim, dtype=torch.float64)
     expected = _keys_shapes(tnn.state_dict())
     assert _keys_shapes(ours.state_dict()) == expected
     assert _keys_shapes(tw.state_dict()) == expected
@@ -221,7 +221,7 @@ def test_multihead_attention_parameter_names(kdim, vdim, bias):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_convert_round_trip_preserves_values_and_dtype(dtype):
     ours = nt.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=dtype, seed=0)
-    ref = R.EncoderBlock(8, 2, 16, dropout=0.0, dtype=convert.torch_dtype(dtype))
+    ref = R.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=convert.torch_dtype(dtype))
     convert.to_torch(ours, ref)
     for k, v in ref.state_dict().items():
         assert v.dtype == convert.torch_dtype(dtype)
@@ -260,7 +260,7 @@ def test_grads_to_numpy_names_and_values():
 
 
 def test_set_dropout_masks_rejects_unknown_names_and_bad_masks():
-    ref = R.EncoderBlock(4, 2, 8, dropout=0.5, dtype=torch.float64)
+    ref = R.TransformerEncoderLayer(4, 2, 8, dropout=0.5, dtype=torch.float64)
     with pytest.raises(KeyError, match="dropout_1"):
         ref.set_dropout_masks({"dropout_1": np.ones((1, 2, 4), bool)})
     with pytest.raises(TypeError, match="bool"):
