@@ -24,7 +24,8 @@ from torch import nn
 from . import modules as R
 from .convert import to_torch, torch_dtype
 
-__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "to_tensor"]
+__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
+           "to_tensor"]
 
 TORCH_VERSION = torch.__version__
 
@@ -198,3 +199,33 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
         s, t = cfg["S"], cfg["T"]
         other["attn_mask"] = _causal_bool(s, t)
     return call(module, cfg, x, other)
+
+
+# the keyword holding each module's attention mask
+_MASK_KWARG = {"MultiheadAttention": "attn_mask", "TransformerEncoderLayer": "src_mask", "TransformerEncoder": "mask"}
+
+
+def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64):
+    """Torch autograd on torch's module for ``np_module`` (eval mode, weights copied, in ``dtype``):
+    ``{"out": ..., input name: gradient, parameter name: gradient}`` for
+    ``sum(dout * module(*args, **kwargs))`` (``args``/``kwargs`` NumPy, masks in our convention)."""
+    dt = torch_dtype(dtype)
+    tm = torch_module(np_module, "torch.nn", dtype).eval()
+    targs = [to_tensor(a, dt, requires_grad=np.asarray(a).dtype.kind == "f") for a in args]
+    tkw = {k: (to_tensor(v, dt) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+    name = type(np_module).__name__
+    mask_kw = _MASK_KWARG.get(name)
+    if mask_kw and tkw.get("is_causal") and tkw.get(mask_kw) is None:
+        seq = 1 if getattr(np_module, "batch_first", True) else 0
+        q = targs[0]
+        k = targs[1] if name == "MultiheadAttention" else q
+        tkw[mask_kw] = _causal_bool(q.shape[seq], k.shape[seq])     # torch wants the mask with the hint
+    if name == "MultiheadAttention":
+        tkw["need_weights"] = False
+    out = tm(*targs, **tkw)
+    out = out[0] if isinstance(out, tuple) else out
+    out.backward(to_tensor(dout, dt))
+    res = {"out": out}
+    res.update({n: t.grad for n, t in zip(input_names, targs) if t.is_floating_point()})
+    res.update({n: p.grad for n, p in tm.named_parameters()})
+    return res

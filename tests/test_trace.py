@@ -166,7 +166,7 @@ def test_flags_scores_without_the_inverse_sqrt_scale(monkeypatch):
     model = _model(d_model=64, nhead=1, layers=1)                    # Dh = 64: q.k ~ N(0, 64) unscaled
     assert _flags(_run(model), "scores") == []
     original = F.scaled_dot_product_attention_forward
-    monkeypatch.setattr(F, "scaled_dot_product_attention_forward",
+    monkeypatch.setattr(F.multi_head_attention, "scaled_dot_product_attention_forward",   # where MHA looks it up
                         lambda *a, **k: original(*a, **dict(k, scale=1.0)))
     t = _run(model)
     assert _flags(t, "scores") == ["encoder.layers.0.self_attn.scores (q k^T / sqrt(Dh)) (forward)"]
@@ -179,7 +179,7 @@ def test_flags_softmax_rows_not_summing_to_one(monkeypatch):
     def unnormalised(x, axis=-1, out=None):                          # forgot the division by the row sum
         y = np.exp(x - x.max(axis=axis, keepdims=True), out=out)
         return y, F.SoftmaxCache(y, axis)
-    monkeypatch.setattr(F, "softmax_forward", unnormalised)
+    monkeypatch.setattr(F.attention, "softmax_forward", unnormalised)      # where attention looks it up
     t = _run(model)
     assert _flags(t, "softmax rows do not sum to 1") == [f"encoder.layers.{i}.self_attn.softmax (forward)"
                                                          for i in range(2)]

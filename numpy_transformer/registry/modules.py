@@ -18,7 +18,7 @@ from .. import nn
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks
 
 __all__ = ["ModuleCase", "MODULES", "KINDS", "TWIN_KINDS", "MIN_LAYER_NORM_D", "FLOAT32_SIZES", "draw_config",
-           "build", "make_inputs", "call", "input_grads"]
+           "build", "make_inputs", "call", "call_args", "input_grads"]
 
 # LayerNorm over D <= 2 features is ill-conditioned: for D = 1 the output is x - mean(x) = 0 computed
 # as a difference (torch returns rounding noise times 1/sqrt(eps)), for D = 2 the normalised output is
@@ -221,25 +221,33 @@ def _qkv(x):
     return x["query"], x["key"], x["value"]
 
 
-def call(module, cfg, x, other):
-    """Run ``module`` (ours, or a torch module given tensors) on the inputs; ``(output, {extras})``."""
+def call_args(cfg, x, other):
+    """``(positional args, keyword args)`` of the module's ``forward`` for the drawn inputs."""
     k = cfg["kind"]
     if k in ("Linear", "LayerNorm"):
-        return module(x["input"]), {}
+        return [x["input"]], {}
     if k in ("Embedding", "TokenEmbedding"):
-        return module(other["ids"]), {}
+        return [other["ids"]], {}
     if k == "PositionalEncoding":
-        return module(x["x"]), {}
+        return [x["x"]], {}
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
     if k == "MultiheadAttention":
-        q, kk, v = _qkv(x)
-        out, w = module(q, kk, v, key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
-                        average_attn_weights=cfg["average_attn_weights"], is_causal=causal)
-        return out, ({"weights": w} if cfg["need_weights"] else {})
+        return list(_qkv(x)), dict(key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
+                                   average_attn_weights=cfg["average_attn_weights"], is_causal=causal)
     if k == "TransformerEncoderLayer":
-        return module(x["src"], src_mask=am, src_key_padding_mask=kpm, is_causal=causal), {}
+        return [x["src"]], dict(src_mask=am, src_key_padding_mask=kpm, is_causal=causal)
     # TransformerEncoder: is_causal=None (auto-detect) unless the is_causal hint is what is tested
-    return module(x["src"], mask=am, src_key_padding_mask=kpm, is_causal=True if causal else None), {}
+    return [x["src"]], dict(mask=am, src_key_padding_mask=kpm, is_causal=True if causal else None)
+
+
+def call(module, cfg, x, other):
+    """Run ``module`` (ours, or a torch module given tensors) on the inputs; ``(output, {extras})``."""
+    args, kwargs = call_args(cfg, x, other)
+    out = module(*args, **kwargs)
+    if cfg["kind"] == "MultiheadAttention":
+        out, w = out
+        return out, ({"weights": w} if cfg["need_weights"] else {})
+    return out, {}
 
 
 def input_grads(module, cfg, dout, x):

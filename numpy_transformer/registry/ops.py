@@ -43,9 +43,11 @@ class OpCase:
     examples: tuple = (("", {}),)                # gradcheck report rows: (label suffix, options)
     nondiff: tuple = ()                          # inputs that are not differentiable (ids)
     tol: dict = None                             # per dtype; default TOL
+    short: str = None                            # the report's name for it, when shorter than ``name``
 
     def label(self, suffix):
-        return f"{self.name} ({suffix})" if suffix else self.name
+        name = self.short or self.name
+        return f"{name} ({suffix})" if suffix else name
 
     def tolerance(self, dtype):
         return (self.tol or TOL)[np.dtype(dtype).name]
@@ -61,7 +63,7 @@ def _pair(fwd, bwd, names, extras=None):
     def backward(dout, cache):
         g = getattr(F, bwd)(dout, cache)
         g = g if isinstance(g, tuple) else (g,)
-        return {n: v for n, v in zip(names, g)}
+        return {n: v for n, v in zip(names, g) if v is not None}
     return forward, backward
 
 
@@ -260,7 +262,8 @@ OPS = {case.name: case for case in [
            _draw_sdpa, examples=(("no mask", {"mask": "none"}), ("bool mask, a fully masked row",
                                                                  {"mask": "fully_masked_rows"}),
                                  ("bool mask", {"mask": "bool"}), ("float mask", {"mask": "float"}),
-                                 ("causal", {"mask": "is_causal"}), ("causal + bool mask", {"mask": "causal+bool"}))),
+                                 ("causal", {"mask": "is_causal"}), ("causal + bool mask", {"mask": "causal+bool"})),
+           short="sdpa"),
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
                      ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
