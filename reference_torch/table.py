@@ -100,6 +100,8 @@ OPS = {
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _sdpa,                        # the same maths, tiled: torch's SDPA is the oracle
     "multi_head_attention": _mha,
+    # torch's side only, for the cross-entropy drill (the functional pair joins the registry with it)
+    "cross_entropy": lambda logits, targets: TF.cross_entropy(logits, targets),
 }
 
 
@@ -128,16 +130,9 @@ def op_outputs(name, inputs, static, dout, dtype=np.float64, nondiff=()):
 def _layer(m, twin=False):
     cls = R.TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
     return cls(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features, dropout=m.dropout.p,
-               activation=R.activation(m.activation) if twin else _torch_activation(m.activation),
+               activation=R.activation(m.activation),
                layer_norm_eps=m.norm1.eps, batch_first=m.batch_first, norm_first=m.norm_first,
                bias=m.linear1.bias is not None)
-
-
-def _torch_activation(act):
-    """What ``torch.nn.TransformerEncoderLayer`` takes for one of our activation modules."""
-    if type(act).__name__ == "GELU" and act.approximate != "none":
-        return nn.GELU(approximate=act.approximate)
-    return type(act).__name__.lower()
 
 
 def _mha_module(m, twin=False):
