@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer.functional as F
-from reference_torch import check, convert
+from numpy_transformer import registry
+from numpy_transformer.registry import HypothesisChooser
+from reference_torch import check, convert, table
 from reference_torch import modules as R
-from reference_torch.check import make_masks
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
 # slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
@@ -93,43 +94,6 @@ def check_dtypes(dtype, **arrays):
 # linear
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@given(lead=lead_shapes, din=small, dout_=small, bias=st.booleans(), seed=seeds)
-def test_linear(dtype, lead, din, dout_, bias, seed):
-    rng = np.random.default_rng(seed)
-    x, w = randn(rng, lead + (din,), dtype), randn(rng, (dout_, din), dtype)
-    b = randn(rng, (dout_,), dtype) if bias else None
-    y, cache = F.linear_forward(x, w, b)
-    g = randn(rng, y.shape, dtype)
-    dx, dw, db = F.linear_backward(g, cache)
-    check_dtypes(dtype, y=y, dx=dx, dw=dw, db=db)
-
-    against_torch(dtype, {"out": y, "dx": dx, "dw": dw, "db": db}, lambda x, w, b: TF.linear(x, w, b),
-                  {"x": x, "w": w, "b": b}, g)
-
-
-# ------------------------------------------------------------------------------------------------
-# embedding
-# ------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@given(v=st.integers(1, 6), d=small, ids_shape=st.tuples(st.integers(1, 3), st.integers(1, 6)),
-       use_padding=st.booleans(), seed=seeds)
-def test_embedding(dtype, v, d, ids_shape, use_padding, seed):
-    rng = np.random.default_rng(seed)
-    w = randn(rng, (v, d), dtype)
-    ids = rng.integers(0, v, size=ids_shape)
-    ids.flat[-1] = ids.flat[0]                          # a repeated id: its gradient rows must add up
-    padding_idx = int(rng.integers(v)) if use_padding else None
-    y, cache = F.embedding_forward(ids, w, padding_idx)
-    g = randn(rng, y.shape, dtype)
-    dw = F.embedding_backward(g, cache)
-    check_dtypes(dtype, y=y, dw=dw)
-
-    against_torch(dtype, {"out": y, "dw": dw}, lambda w, ids: TF.embedding(ids, w, padding_idx=padding_idx),
-                  {"w": w}, g, consts={"ids": ids})
-
-
 def test_embedding_repeated_ids_many():
     """Every id repeated many times (np.add.at, not fancy-index assignment)."""
     rng = np.random.default_rng(0)
@@ -146,85 +110,9 @@ def test_embedding_repeated_ids_many():
 # layer norm
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@given(lead=lead_shapes, d=st.integers(3, 8), affine=st.sampled_from(["both", "weight", "bias", "none"]),
-       log_eps=st.floats(-12, -1), seed=seeds)
-def test_layer_norm(dtype, lead, d, affine, log_eps, seed):
-    # D >= 3: for D <= 2 LayerNorm is ill-conditioned (see reference_torch.check.MIN_LAYER_NORM_D).
-    eps = 10.0 ** log_eps
-    rng = np.random.default_rng(seed)
-    x = randn(rng, lead + (d,), dtype, 2.0) + dtype(0.5)
-    w = randn(rng, (d,), dtype) if affine in ("both", "weight") else None
-    b = randn(rng, (d,), dtype) if affine in ("both", "bias") else None
-    y, cache = F.layer_norm_forward(x, w, b, eps)
-    g = randn(rng, y.shape, dtype)
-    dx, dw, db = F.layer_norm_backward(g, cache)
-    check_dtypes(dtype, y=y, dx=dx, dw=dw, db=db)
-    assert (dw is None) == (w is None) and (db is None) == (b is None)
-
-    against_torch(dtype, {"out": y, "dx": dx, "dw": dw, "db": db},
-                  lambda x, w, b: TF.layer_norm(x, (d,), w, b, eps), {"x": x, "w": w, "b": b}, g)
-
-
-# ------------------------------------------------------------------------------------------------
-# softmax
-# ------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple), data=st.data(),
-       with_neginf=st.booleans(), seed=seeds)
-def test_softmax_any_axis(dtype, shape, data, with_neginf, seed):
-    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
-    rng = np.random.default_rng(seed)
-    x = randn(rng, shape, dtype, 3.0)
-    if with_neginf:                     # masked entries, but never a whole slice (torch gives NaN there)
-        neg = rng.random(shape) < 0.3
-        first = [slice(None)] * len(shape)
-        first[axis] = 0
-        neg[tuple(first)] = False
-        x[neg] = -np.inf
-    y, cache = F.softmax_forward(x, axis=axis)
-    g = randn(rng, y.shape, dtype)
-    dx = F.softmax_backward(g, cache)
-    check_dtypes(dtype, y=y, dx=dx)
-
-    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.softmax(x, dim=axis), {"x": x}, g)
-
-
 # ------------------------------------------------------------------------------------------------
 # relu, gelu
 # ------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple), seed=seeds)
-def test_relu(dtype, shape, seed):
-    rng = np.random.default_rng(seed)
-    x = randn(rng, shape, dtype)
-    x[rng.random(shape) < 0.2] = 0           # torch's slope at exactly 0 is 0
-    y, cache = F.relu_forward(x)
-    g = randn(rng, shape, dtype)
-    dx = F.relu_backward(g, cache)
-    check_dtypes(dtype, y=y, dx=dx)
-    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.relu(x), {"x": x}, g)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("approximate", ["none", "tanh"])
-@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3).map(tuple), scale=st.sampled_from([1.0, 4.0]),
-       seed=seeds)
-def test_gelu(dtype, approximate, shape, scale, seed):
-    rng = np.random.default_rng(seed)
-    x = randn(rng, shape, dtype, scale)
-    # The metric is normwise: give it one O(1) entry. An array made only of far-negative entries would
-    # compare torch's cancelling 1 + erf (or 1 + tanh) against ours entry by entry; the tail is
-    # tested elementwise against mpmath below.
-    x.flat[0] = 1.0
-    y, cache = F.gelu_forward(x, approximate)
-    g = randn(rng, shape, dtype)
-    dx = F.gelu_backward(g, cache)
-    check_dtypes(dtype, y=y, dx=dx)
-    against_torch(dtype, {"out": y, "dx": dx}, lambda x: TF.gelu(x, approximate=approximate), {"x": x}, g)
-
 
 def _gelu_grid():
     return np.concatenate([np.linspace(-40.0, 40.0, 2001),
@@ -396,27 +284,6 @@ def _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@given(case=attention_case(), seed=seeds)
-def test_sdpa_vs_torch(dtype, case, seed):
-    """Against torch.nn.functional.scaled_dot_product_attention, whose bool masks mean True = MAY
-    attend (the opposite of ours): we hand it ``~mask``. Fully masked rows give zeros on both sides."""
-    lead, s, tt, dh, dv, mask_kind, scale = case
-    rng = np.random.default_rng(seed)
-    q, k, v, mask, is_causal = _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype)
-    out, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
-    g = randn(rng, out.shape, dtype)
-    dq, dk, dv_ = F.scaled_dot_product_attention_backward(g, cache)
-    check_dtypes(dtype, out=out, dq=dq, dk=dk, dv=dv_)
-
-    tmask = None if mask is None else (~mask if mask.dtype == np.bool_ else mask)   # torch: True = MAY attend
-    against_torch(dtype, {"out": out, "dq": dq, "dk": dk, "dv": dv_},
-                  lambda q, k, v, m: TF.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=is_causal,
-                                                                     scale=scale),
-                  {"q": q, "k": k, "v": v}, g, consts={"m": tmask})
-    assert np.isfinite(out).all() and np.isfinite(dq).all() and np.isfinite(dk).all()
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
 @given(case=attention_case(), p=st.sampled_from([0.1, 0.5, 1.0]), seed=seeds)
 def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
     """Attention dropout (mask replayed) and a mask combined with is_causal, against the twin's
@@ -446,82 +313,40 @@ def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
 # multi-head attention (functional) vs torch.nn.functional.multi_head_attention_forward
 # ------------------------------------------------------------------------------------------------
 
-@st.composite
-def mha_case(draw):
-    b, s, h, dh = draw(st.integers(1, 3)), draw(small), draw(st.integers(1, 3)), draw(small)
-    cross = draw(st.booleans())
-    tt = draw(small) if cross else s
-    packed = draw(st.booleans()) if cross else True
-    kdim = draw(st.integers(1, 5)) if cross and not packed else h * dh
-    vdim = draw(st.integers(1, 5)) if cross and not packed else h * dh
-    masks = ("none", "is_causal", "causal_bool", "float", "padding", "per_head", "causal_bool+padding",
-             "float+padding", "padding_float") if not cross else ("none", "bool", "float", "padding", "per_head",
-                                                                  "per_head+padding")
-    return dict(b=b, s=s, t=tt, h=h, dh=dh, packed=packed, kdim=kdim, vdim=vdim, bias=draw(st.booleans()),
-                mask=draw(st.sampled_from(masks)), need_weights=draw(st.booleans()),
-                average=draw(st.booleans()), self_attn=not cross)
-
+# ------------------------------------------------------------------------------------------------
+# every op of the registry against its entry in the torch table
+# ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@given(c=mha_case(), seed=seeds)
-def test_multi_head_attention_functional_vs_torch(dtype, c, seed):
-    rng = np.random.default_rng(seed)
-    b, s, tt, h, d = c["b"], c["s"], c["t"], c["h"], c["h"] * c["dh"]
-    query = randn(rng, (b, s, d), dtype)
-    key = query if c["self_attn"] else randn(rng, (b, tt, c["kdim"]), dtype)
-    value = query if c["self_attn"] else randn(rng, (b, tt, c["vdim"]), dtype)
-    w = {}
-    if c["packed"]:
-        w["in_proj_weight"] = randn(rng, (3 * d, d), dtype, 0.5)
-    else:
-        w["q_proj_weight"] = randn(rng, (d, d), dtype, 0.5)
-        w["k_proj_weight"] = randn(rng, (d, c["kdim"]), dtype, 0.5)
-        w["v_proj_weight"] = randn(rng, (d, c["vdim"]), dtype, 0.5)
-    if c["bias"]:
-        w["in_proj_bias"] = randn(rng, (3 * d,), dtype, 0.5)
-        w["out_proj_bias"] = randn(rng, (d,), dtype, 0.5)
-    w["out_proj_weight"] = randn(rng, (d, d), dtype, 0.5)
-    am, kpm, is_causal = make_masks(c["mask"], b, h, s, tt, dtype, rng)
+@pytest.mark.parametrize("name", sorted(registry.OPS))
+@given(data=st.data())
+def test_op_vs_torch(name, dtype, data):
+    """Each op's forward and every gradient, on shapes and options drawn by the registry, against
+    torch's implementation in ``reference_torch.table.OPS`` with the same random upstream gradient
+    (masks in our convention; the table translates them for torch, e.g. SDPA's bool True = MAY attend).
+    Fully masked rows give zeros on both sides."""
+    case = registry.OPS[name]
+    d = case.draw(HypothesisChooser(data), dtype)
+    outs, cache = case.forward(**d.inputs, **d.static)
+    rng = np.random.default_rng(data.draw(seeds, label="dout seed"))
+    g = randn(rng, outs["out"].shape, dtype)
+    grads = case.backward(g, cache)
+    wanted = {n for n, a in d.inputs.items() if np.asarray(a).dtype.kind == "f" and n not in case.nondiff}
+    assert set(grads) == wanted, f"gradients for {sorted(grads)}, inputs {sorted(wanted)}"
+    check_dtypes(dtype, **outs, **grads)
+    assert all(np.isfinite(a).all() for a in [*outs.values(), *grads.values()])
 
-    out, probs, cache = F.multi_head_attention_forward(query, key, value, h, attn_mask=am, key_padding_mask=kpm,
-                                                       is_causal=is_causal, **w)
-    g = randn(rng, out.shape, dtype)
-    dq, dk, dv, grads = F.multi_head_attention_backward(g, cache)
-    check_dtypes(dtype, out=out, probs=probs, dq=dq, dk=dk, dv=dv, **grads)
-
-    name_map = {"in_proj_weight": "in_proj_weight", "in_proj_bias": "in_proj_bias",
-                "q_proj_weight": "q_proj_weight", "k_proj_weight": "k_proj_weight",
-                "v_proj_weight": "v_proj_weight", "out_proj_weight": "out_proj.weight",
-                "out_proj_bias": "out_proj.bias"}
-    assert set(grads) == {name_map[n] for n in w}, f"gradient keys {sorted(grads)} for weights {sorted(w)}"
-    ours = {"out": out}
-    if c["need_weights"]:
-        ours["weights"] = probs.mean(axis=1) if c["average"] else probs
-    if c["self_attn"]:
-        ours["dx"] = dq + dk + dv                       # one input used as query, key and value
-        inputs = {"x": query}
-    else:
-        ours.update(dquery=dq, dkey=dk, dvalue=dv)
-        inputs = {"query": query, "key": key, "value": value}
-    ours.update({f"d{n}": grads[name_map[n]] for n in w})
-    inputs.update(w)
-    if is_causal:
-        am = R.causal_mask(s).numpy()                   # torch needs the mask along with the is_causal hint
-
-    def reference(am, kpm, x=None, query=None, key=None, value=None, **wt):
-        if x is not None:
-            query = key = value = x
-        # torch's functional is sequence-first: (S, B, D)
-        o, wts = TF.multi_head_attention_forward(
-            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d, h,
-            wt.get("in_proj_weight"), wt.get("in_proj_bias"), None, None, False, 0.0,
-            wt["out_proj_weight"], wt.get("out_proj_bias"), training=True, key_padding_mask=kpm,
-            need_weights=c["need_weights"], attn_mask=am, use_separate_proj_weight=not c["packed"],
-            q_proj_weight=wt.get("q_proj_weight"), k_proj_weight=wt.get("k_proj_weight"),
-            v_proj_weight=wt.get("v_proj_weight"), average_attn_weights=c["average"], is_causal=is_causal)
-        return o.transpose(0, 1), ({"weights": wts} if c["need_weights"] else {})
-
-    against_torch(dtype, ours, reference, inputs, g, consts={"am": am, "kpm": kpm})
+    def torch_side(**tensors):
+        res = table.OPS[name](**tensors, **{k: v for k, v in static_t.items()})
+        return res if isinstance(res, tuple) else (res, {})
+    static_t = {k: (torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) and v.dtype.kind != "f" else v)
+                for k, v in d.static.items()}
+    float_static = {k: v for k, v in d.static.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+    for k in float_static:
+        static_t.pop(k)
+    diff = {k: v for k, v in d.inputs.items() if k in wanted}
+    consts = {**{k: v for k, v in d.inputs.items() if k not in wanted}, **float_static}
+    against_torch(dtype, {**outs, **{f"d{k}": v for k, v in grads.items()}}, torch_side, diff, g, consts=consts)
 
 
 # ------------------------------------------------------------------------------------------------
