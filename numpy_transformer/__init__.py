@@ -7,7 +7,7 @@ functional core (:mod:`numpy_transformer.functional`) holds each op as a forward
 from . import functional
 from ._trace import trace
 from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, MultiheadAttention,
-                 Parameter, PositionalEncoding, ReLU, TokenEmbedding, TransformerEncoder,
+                 Parameter, PositionalEncoding, ReLU, RMSNorm, TokenEmbedding, TransformerEncoder,
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "functional", "trace", "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList",
-    "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "TokenEmbedding", "TransformerEncoder",
+    "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
 ]
 __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]

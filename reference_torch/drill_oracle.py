@@ -91,6 +91,8 @@ _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
                                 c["dy"], {"y": "out", "dx": "x", "dgamma": "weight", "dbeta": "bias"}),
+    "rms_norm": lambda c: _op("rms_norm", {"x": c["x"], "weight": c["gamma"]}, {"eps": 1e-6}, c["dy"],
+                              {"y": "out", "dx": "x", "dgamma": "weight"}),
     "gelu": lambda c: _op("gelu", {"x": c["x"]}, {"approximate": c["approximate"]}, c["dy"], {"y": "out", "dx": "x"}),
     "linear": lambda c: _op("linear", {"x": c["x"], "weight": c["W"], "bias": c["b"]}, {}, c["dy"],
                             {"y": "out", "dx": "x", "dW": "weight", "db": "bias"}),

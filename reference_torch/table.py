@@ -93,6 +93,8 @@ OPS = {
     "linear": lambda x, weight, bias=None: TF.linear(x, weight, bias),
     "embedding": lambda ids, weight, padding_idx=None: TF.embedding(ids, weight, padding_idx=padding_idx),
     "layer_norm": lambda x, weight=None, bias=None, eps=1e-5: TF.layer_norm(x, x.shape[-1:], weight, bias, eps),
+    "rms_norm": lambda x, weight=None, eps=None, normalized_shape=None: TF.rms_norm(
+        x, tuple(normalized_shape) if weight is None else tuple(weight.shape), weight, eps),
     "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
     "relu": lambda x: TF.relu(x),
     "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
@@ -153,6 +155,7 @@ MODULES = {
     "Embedding": lambda m, twin=False: nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
     "LayerNorm": lambda m, twin=False: nn.LayerNorm(m.normalized_shape, eps=m.eps,
                                                     elementwise_affine=m.elementwise_affine, bias=m.bias is not None),
+    "RMSNorm": lambda m, twin=False: nn.RMSNorm(m.normalized_shape, eps=m.eps, elementwise_affine=m.elementwise_affine),
     "Dropout": lambda m, twin=False: R.Dropout(m.p),
     "MultiheadAttention": _mha_module,
     "TransformerEncoderLayer": _layer,

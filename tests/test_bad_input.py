@@ -73,6 +73,7 @@ ENTRIES = [
     Entry("Linear", lambda: nt.Linear(D, 5, dtype=DT, seed=1), lambda r: {"x": _randn(r, B, S, D)},
           {"x": (None, D)}, {}),
     Entry("LayerNorm", lambda: nt.LayerNorm(D, dtype=DT), lambda r: {"x": _randn(r, B, S, D)}, {"x": (None, D)}, {}),
+    Entry("RMSNorm", lambda: nt.RMSNorm(D, dtype=DT), lambda r: {"x": _randn(r, B, S, D)}, {"x": (None, D)}, {}),
     Entry("ReLU", lambda: nt.ReLU(), lambda r: {"x": _randn(r, B, S, D)}, {"x": (None, None)}, {}),
     Entry("GELU", lambda: nt.GELU("tanh"), lambda r: {"x": _randn(r, B, S, D)}, {"x": (None, None)}, {}),
     Entry("Dropout", lambda: nt.Dropout(0.4, seed=2), lambda r: {"x": _randn(r, B, S, D)}, {"x": (None, None)}, {}),
@@ -89,7 +90,7 @@ ENTRIES = [
           {"mask": [(S, S), (B * H, S, S)], "src_key_padding_mask": [(B, S)]}),
 ]
 # the argument names as the modules' messages spell them
-SPELLED = {("Linear", "x"): "input", ("LayerNorm", "x"): "input", ("ReLU", "x"): "input", ("GELU", "x"): "input",
+SPELLED = {("Linear", "x"): "input", ("LayerNorm", "x"): "input", ("RMSNorm", "x"): "input", ("ReLU", "x"): "input", ("GELU", "x"): "input",
            ("Dropout", "x"): "input"}
 entries = st.sampled_from(ENTRIES)
 
@@ -377,6 +378,7 @@ def test_cross_entropy_refusals():
 STATEFUL = {
     "Linear": lambda: nt.Linear(D, 5, dtype=DT, seed=1),
     "LayerNorm": lambda: nt.LayerNorm(D, dtype=DT),
+    "RMSNorm": lambda: nt.RMSNorm((S, D), dtype=DT),
     "Embedding": lambda: nt.Embedding(V, 4, dtype=DT, seed=0),
     "MultiheadAttention": lambda: nt.MultiheadAttention(D, H, kdim=KD, vdim=VD, dtype=DT, seed=3),
     "TransformerEncoder": lambda: nt.TransformerEncoder(_layer(), 2, seed=6),
@@ -441,6 +443,7 @@ SIZE_ARGS = [
     (lambda v: nt.Linear(v, 3), "in_features"), (lambda v: nt.Linear(3, v), "out_features"),
     (lambda v: nt.Embedding(v, 3), "num_embeddings"), (lambda v: nt.Embedding(3, v), "embedding_dim"),
     (lambda v: nt.LayerNorm(v), "normalized_shape"), (lambda v: nt.MultiheadAttention(v, 1), "embed_dim"),
+    (lambda v: nt.RMSNorm(v), "normalized_shape"), (lambda v: nt.RMSNorm((4, v)), "normalized_shape"),
     (lambda v: nt.MultiheadAttention(4, v), "num_heads"), (lambda v: nt.MultiheadAttention(4, 2, kdim=v), "kdim"),
     (lambda v: nt.MultiheadAttention(4, 2, block_size=v), "block_size"),
     (lambda v: nt.TransformerEncoderLayer(v, 1), "d_model"), (lambda v: nt.TransformerEncoderLayer(4, v), "nhead"),
@@ -476,6 +479,11 @@ def test_other_constructor_arguments():
     expect(ValueError, lambda: nt.LayerNorm(4, eps=0), "eps must be > 0", "got 0")
     expect(ValueError, lambda: nt.LayerNorm(4, eps="small"), "eps must be a number > 0", "'small'")
     expect(ValueError, lambda: nt.LayerNorm((4, 5)), "normalized_shape", "(4, 5)")
+    expect(ValueError, lambda: nt.RMSNorm(4, eps=0), "eps must be > 0", "got 0")
+    expect(ValueError, lambda: nt.RMSNorm(4, eps="small"), "eps must be a number > 0", "'small'")
+    expect(ValueError, lambda: nt.RMSNorm(()), "normalized_shape", "non-empty tuple", "got ()")
+    expect(ValueError, lambda: nt.RMSNorm((3, 4), dtype=DT)(np.zeros((2, 4, 3))), "input", "trailing dimensions (3, 4)",
+           "got shape (2, 4, 3)")
     expect(ValueError, lambda: nt.Embedding(5, 2, padding_idx=5), "padding_idx", "[-5, 5)", "got 5")
     expect(ValueError, lambda: nt.Embedding(5, 2, padding_idx="0"), "padding_idx", "got '0'")
     expect(TypeError, lambda: nt.Linear(2, 2, dtype="banana"), "dtype must be np.float32 or np.float64", "'banana'")

@@ -160,6 +160,27 @@ def _check_layer_norm_jacobian(ns):
               J_symmetric=(jac, np.swapaxes(jac, -1, -2)))
 
 
+@check("rms_norm")
+def _check_rms_norm(ns):
+    rng = np.random.default_rng(20)
+    grads = ns["rms_norm_grads"]
+    for shape, n_axes in [((2, 3, 8), 1), ((2, 3, 4), 2), ((5, 1), 1)]:
+        ns_shape = shape[len(shape) - n_axes:]
+        x = 1.5 + 2.0 * rng.standard_normal(shape)             # an offset: RMSNorm does not remove it
+        w, dy = rng.standard_normal(ns_shape), rng.standard_normal(shape)
+        for eps in (1e-5, 0.3):
+            _, cache = F.rms_norm_forward(x, w, eps)
+            dx, dw = F.rms_norm_backward(dy, cache)
+            ddx, ddw = grads(dy, x, w, eps, n_axes)
+            close(f"{shape} over {n_axes} axes, eps={eps}", dx=(ddx, dx), dw=(ddw, dw))
+        if shape[-1] == 1:                # D = 1 with eps = machine eps: dx is rounding noise in any formula
+            continue
+        _, cache = F.rms_norm_forward(x, None, None, normalized_shape=ns_shape)    # no weight, eps = machine eps
+        dx, dw = F.rms_norm_backward(dy, cache)
+        assert dw is None
+        close(f"{shape} no weight", dx=(grads(dy, x, np.ones(ns_shape), np.finfo(np.float64).eps, n_axes)[0], dx))
+
+
 @check("softmax")
 def _check_softmax(ns):
     rng = np.random.default_rng(4)

@@ -90,6 +90,11 @@ from numpy_transformer import functional as F
 def layer_norm_forward(x, gamma, beta, eps=1e-5): return F.layer_norm_forward(x, gamma, beta, eps)
 def layer_norm_backward(dy, cache): return F.layer_norm_backward(dy, cache)
 """,
+    "rms_norm": """
+from numpy_transformer import functional as F
+def rms_norm_forward(x, gamma, eps=1e-6): return F.rms_norm_forward(x, gamma, eps)
+def rms_norm_backward(dy, cache): return F.rms_norm_backward(dy, cache)
+""",
     "gelu": """
 from numpy_transformer import functional as F
 def gelu_forward(x, approximate="none"): return F.gelu_forward(x, approximate)
@@ -242,6 +247,14 @@ MISTAKES = {
         ("rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)\n"
          "                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", "rstd * dxhat")],
     ("layer_norm", "ln_backward_no_gamma"): [("dxhat = dy * gamma", "dxhat = dy")],
+
+    ("rms_norm", "rms_mean_not_mean_square"): [
+        ("ms = np.mean(x * x, axis=-1, keepdims=True)",
+         "x = x - x.mean(axis=-1, keepdims=True)\n    ms = np.mean(x * x, axis=-1, keepdims=True)")],
+    ("rms_norm", "rms_eps_outside_sqrt"): [("1.0 / np.sqrt(ms + eps)", "1.0 / (np.sqrt(ms) + eps)")],
+    ("rms_norm", "rms_backward_no_projection"): [
+        ("rstd * (dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", "rstd * dxhat")],
+    ("rms_norm", "rms_backward_no_gamma"): [("dxhat = dy * gamma", "dxhat = dy")],
 
     ("gelu", "gelu_tanh_for_exact"): [('if approximate == "tanh":', "if True:")],
     ("gelu", "gelu_sigmoid_approximation"): [
@@ -689,10 +702,21 @@ def test_edge_shapes_are_drawn():
     assert sum(len(np.unique(c["ids"])) < c["ids"].size for c in emb) > 20        # repeated ids
 
 
+# Exercises whose case in reference_torch/drill_oracle.py is owed by someone else; remove the entry when
+# it lands (the test below fails as a reminder once the oracle knows the exercise).
+PENDING_ORACLE = set()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_agrees_with_the_torch_oracle(name):
     pytest.importorskip("torch")
     from reference_torch import drill_oracle
+    if name in PENDING_ORACLE:
+        try:
+            drill_oracle.run(name, exercises.draw_case(drills.EXERCISES[name], 11, 0).inputs)
+        except KeyError:
+            pytest.skip(f"no torch oracle case for {name} yet (PENDING_ORACLE)")
+        pytest.fail(f"the torch oracle now knows {name}: remove it from PENDING_ORACLE")
     ex = drills.EXERCISES[name]
     for i in range(16):
         case = exercises.draw_case(ex, 11, i)

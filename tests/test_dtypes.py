@@ -135,6 +135,18 @@ def test_float32_cross_attention_with_separate_projections_never_upcasts(functio
     _assert_all_float32(found, "MultiheadAttention(kdim, vdim)")
 
 
+@pytest.mark.parametrize("normalized_shape,affine,eps", [(6, True, None), ((5, 6), True, 1e-5), ((5, 6), False, None)])
+def test_float32_rms_norm_never_upcasts(functional_spy, normalized_shape, affine, eps):
+    m = nt.RMSNorm(normalized_shape, eps=eps, elementwise_affine=affine, dtype=np.float32)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    y = m(x)
+    dx = m.backward(rng.standard_normal(y.shape).astype(np.float32))
+    found = list(functional_spy) + [("y", y.dtype), ("dx", dx.dtype)]
+    found += [(n, p.grad.dtype) for n, p in m.named_parameters()]
+    _assert_all_float32(found, f"RMSNorm({normalized_shape}, elementwise_affine={affine}, eps={eps})")
+
+
 def test_float32_training_steps_never_upcast(functional_spy):
     t = Trainer(TrainConfig(task="copy", vocab_size=9, seq_len=5, num_train=64, num_val=16, d_model=8, nhead=2,
                             num_layers=1, dim_feedforward=16, batch_size=4, steps=3, dtype="float32",
@@ -157,6 +169,7 @@ H = np.float16
     lambda: nt.Linear(4, 3, dtype=H),
     lambda: nt.Embedding(5, 4, dtype=H),
     lambda: nt.LayerNorm(4, dtype=H),
+    lambda: nt.RMSNorm(4, dtype=H),
     lambda: nt.MultiheadAttention(4, 2, dtype=H),
     lambda: nt.TransformerEncoderLayer(4, 2, 8, dtype=H),
     lambda: nt.TokenEmbedding(5, 4, dtype=H),
@@ -172,6 +185,8 @@ def test_float16_modules_are_refused(build):
 @pytest.mark.parametrize("call", [
     lambda x: nt.Linear(4, 3)(x),
     lambda x: nt.LayerNorm(4)(x),
+    lambda x: nt.RMSNorm(4)(x),
+    lambda x: nt.RMSNorm((3, 4), elementwise_affine=False)(x),
     lambda x: nt.ReLU()(x),
     lambda x: nt.GELU()(x),
     lambda x: nt.Dropout(0.1)(x),

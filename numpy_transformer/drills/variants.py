@@ -104,6 +104,38 @@ def layer_norm_impl(ddof=0, eps_outside=False, axis="last", backward="correct"):
 
 
 # --------------------------------------------------------------------------------------------------
+# rms norm
+# --------------------------------------------------------------------------------------------------
+
+
+def rms_norm_impl(center=False, eps_outside=False, backward="correct"):
+    """``center=True`` subtracts the mean first (a LayerNorm without beta); ``backward="layer_norm"`` then
+    also uses LayerNorm's backward (with its -mean(dxhat) term), as someone adapting LayerNorm would."""
+
+    def rms_norm_forward(x, gamma, eps=1e-6):
+        xc = x - x.mean(axis=-1, keepdims=True) if center else x
+        ms = np.sum(xc ** 2, axis=-1, keepdims=True) / x.shape[-1]
+        rstd = 1.0 / (np.sqrt(ms) + eps) if eps_outside else 1.0 / np.sqrt(ms + eps)
+        xhat = xc * rstd
+        return xhat * gamma, (xhat, rstd, gamma)
+
+    def rms_norm_backward(dy, cache):
+        xhat, rstd, gamma = cache
+        dgamma = np.sum(dy * xhat, axis=tuple(range(dy.ndim - 1)))
+        dxhat = dy if backward == "no_gamma" else dy * gamma
+        proj = xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)
+        if backward == "no_projection":
+            dx = rstd * dxhat
+        elif backward == "layer_norm":
+            dx = rstd * (dxhat - np.mean(dxhat, axis=-1, keepdims=True) - proj)
+        else:
+            dx = rstd * (dxhat - proj)
+        return dx, dgamma
+
+    return SimpleNamespace(rms_norm_forward=rms_norm_forward, rms_norm_backward=rms_norm_backward)
+
+
+# --------------------------------------------------------------------------------------------------
 # gelu
 # --------------------------------------------------------------------------------------------------
 

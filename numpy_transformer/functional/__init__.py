@@ -16,7 +16,7 @@ is the import path):
 ================================  ==============================================================
 ``linear.py``                     ``linear_forward/backward``
 ``embedding.py``                  ``embedding_forward/backward``
-``norms.py``                      ``layer_norm_forward/backward``
+``norms.py``                      ``layer_norm_forward/backward``, ``rms_norm_forward/backward``
 ``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`)
 ``softmax.py``                    ``softmax_forward/backward``
 ``dropout.py``                    ``dropout_forward/backward``
@@ -38,7 +38,8 @@ from .linear import LinearCache, linear_backward, linear_forward
 from .masks import _additive, causal_mask, merge_masks
 from .multi_head_attention import (MultiHeadAttentionCache, _merge_heads, _split_heads,
                                    multi_head_attention_backward, multi_head_attention_forward)
-from .norms import LayerNormCache, layer_norm_backward, layer_norm_forward
+from .norms import (LayerNormCache, RMSNormCache, layer_norm_backward, layer_norm_forward, rms_norm_backward,
+                    rms_norm_forward)
 from .softmax import SoftmaxCache, _softmax_inplace, softmax_backward, softmax_forward
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
@@ -46,6 +47,7 @@ __all__ = [
     "linear_forward", "linear_backward",
     "embedding_forward", "embedding_backward",
     "layer_norm_forward", "layer_norm_backward",
+    "rms_norm_forward", "rms_norm_backward",
     "softmax_forward", "softmax_backward",
     "relu_forward", "relu_backward",
     "gelu_forward", "gelu_backward",

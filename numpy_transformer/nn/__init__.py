@@ -20,7 +20,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
   :class:`PositionalEncoding`, :func:`sinusoidal_table`.
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
-* ``norms.py`` — :class:`LayerNorm`.
+* ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 """
@@ -29,11 +29,11 @@ from .activations import GELU, ReLU, activation_module
 from .attention import MultiheadAttention
 from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
-from .norms import LayerNorm
+from .norms import LayerNorm, RMSNorm
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
 __all__ = [
-    "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
+    "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "GELU",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TokenEmbedding",
     "PositionalEncoding", "dropout_masks", "IncompatibleKeys",
 ]

@@ -70,6 +70,11 @@ def _draw_layer_norm(c, cfg, min_width, min_len):
                elementwise_affine=affine, bias=c.boolean() if affine else True)
 
 
+def _draw_rms_norm(c, cfg, min_width, min_len):
+    cfg.update(lead=_lead_shape(c), shape=tuple(c.integers(max(min_width, 2), 6) for _ in range(c.integers(1, 2))),
+               eps=c.choice((None, c.log_uniform(1e-12, 1e-1))), elementwise_affine=c.boolean())
+
+
 def _attention(c, cfg, cross_allowed=True, min_width=1, min_len=1, mode=None, mask=None, kdim="draw"):
     h = c.integers(1, 3)
     cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), H=h, Dh=c.integers(-(-min_width // h), 4),
@@ -139,6 +144,9 @@ MODULES = {case.name: case for case in [
     ModuleCase("LayerNorm", _draw_layer_norm,
                lambda cfg: nn.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
                                         bias=cfg["bias"], dtype=_dt(cfg))),
+    ModuleCase("RMSNorm", _draw_rms_norm,
+               lambda cfg: nn.RMSNorm(cfg["shape"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
+                                      dtype=_dt(cfg))),
     ModuleCase("MultiheadAttention", _draw_mha,
                lambda cfg: nn.MultiheadAttention(cfg["D"], cfg["H"], dropout=cfg["dropout"], bias=cfg["bias"],
                                                  kdim=cfg["kdim"], vdim=cfg["vdim"], batch_first=cfg["batch_first"],
@@ -196,8 +204,9 @@ def make_inputs(cfg, rng):
         ids = rng.integers(0, cfg["V"], size=cfg["ids_shape"])
         ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
         return {}, {"ids": ids}
-    if k == "LayerNorm":
-        return {"input": (rng.standard_normal(cfg["lead"] + (cfg["D"],)) * 2 + 0.5).astype(dt)}, {}
+    if k in ("LayerNorm", "RMSNorm"):
+        shape = cfg["lead"] + ((cfg["D"],) if k == "LayerNorm" else cfg["shape"])
+        return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
     if k == "PositionalEncoding":
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
@@ -224,7 +233,7 @@ def _qkv(x):
 def call_args(cfg, x, other):
     """``(positional args, keyword args)`` of the module's ``forward`` for the drawn inputs."""
     k = cfg["kind"]
-    if k in ("Linear", "LayerNorm"):
+    if k in ("Linear", "LayerNorm", "RMSNorm"):
         return [x["input"]], {}
     if k in ("Embedding", "TokenEmbedding"):
         return [other["ids"]], {}

@@ -117,6 +117,20 @@ def _draw_layer_norm(c, dtype, affine=None):
     return Draw(inputs, {"eps": c.log_uniform(1e-12, 1e-1)})
 
 
+def _draw_rms_norm(c, dtype, weight=None, dims=None):
+    rng = c.rng()
+    dims = c.integers(1, 2) if dims is None else dims
+    norm_shape = tuple(c.integers(2, 5) for _ in range(dims))
+    x = _n(rng, _lead(c) + norm_shape, dtype, 2.0) + dtype(0.5)
+    static = {"eps": c.choice((None, c.log_uniform(1e-12, 1e-1)))}
+    inputs = {"x": x}
+    if c.boolean() if weight is None else weight:
+        inputs["weight"] = _n(rng, norm_shape, dtype) + dtype(1.0)
+    else:
+        static["normalized_shape"] = norm_shape
+    return Draw(inputs, static)
+
+
 def _draw_softmax(c, dtype, axis=None, with_neginf=None):
     rng = c.rng()
     shape = tuple(c.integers(1, 4) for _ in range(c.integers(1 if axis is None else 3, 4)))
@@ -260,6 +274,8 @@ OPS = {case.name: case for case in [
            nondiff=("ids",)),
     OpCase("layer_norm", *_pair("layer_norm_forward", "layer_norm_backward", ("x", "weight", "bias")),
            _draw_layer_norm, examples=(("", {"affine": "both"}), ("no affine", {"affine": "none"}))),
+    OpCase("rms_norm", *_pair("rms_norm_forward", "rms_norm_backward", ("x", "weight")), _draw_rms_norm,
+           examples=(("", {"weight": True, "dims": 1}), ("2 dims, no weight", {"weight": False, "dims": 2}))),
     OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
            examples=(("axis=-1", {"axis": -1, "with_neginf": False}), ("axis=1", {"axis": 1, "with_neginf": True}))),
     OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu, examples=(("", {"zeros": False}),)),

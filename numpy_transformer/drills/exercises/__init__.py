@@ -1,8 +1,9 @@
 """The drills: what each exercise asks, how its cases are drawn, how it is run, and its classic mistakes.
 
-One module per exercise (``softmax.py``, ``layer_norm.py`` ... ``encoder_layer.py``), each defining an
-:class:`Exercise` constant; this package holds the registry (:data:`EXERCISES`, :data:`ALIASES`,
-:func:`get`, :func:`draw_case`) and re-exports the data types and shared helpers of ``_types.py``.
+One module per exercise (``softmax.py``, ``layer_norm.py``, ``rms_norm.py`` ... ``encoder_layer.py``),
+each defining an :class:`Exercise` constant; this package holds the registry (:data:`EXERCISES`,
+:data:`ALIASES`, :func:`get`, :func:`draw_case`) and re-exports the data types and shared helpers of
+``_types.py``.
 
 Every exercise has
 
@@ -51,6 +52,7 @@ from ._types import MISSING, Case, Exercise, Mistake, _desc, _Missing, _shape
 
 from .softmax import SOFTMAX
 from .layer_norm import LAYER_NORM
+from .rms_norm import RMS_NORM
 from .gelu import GELU
 from .linear import LINEAR
 from .embedding import EMBEDDING
@@ -60,17 +62,17 @@ from .scaled_dot_product_attention import ATTENTION
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
-EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, GELU, LINEAR, EMBEDDING, CROSS_ENTROPY, POSITIONAL,
-                                 ATTENTION, MHA, ENCODER)}
+EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, LINEAR, EMBEDDING, CROSS_ENTROPY,
+                                 POSITIONAL, ATTENTION, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
-           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm"}
+           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm"}
 
 __all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
-           "SOFTMAX", "LAYER_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL", "ATTENTION",
-           "MHA", "ENCODER"]
+           "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
+           "ATTENTION", "MHA", "ENCODER"]
 
 
 def get(name) -> Optional[Exercise]:
