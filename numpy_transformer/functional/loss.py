@@ -222,7 +222,9 @@ def cross_entropy_backward(dout, cache):
         dl/dz_k = -sum_c q_c ([c = k] - p_k) = p_k Q - q_k,      Q = sum_c q_c
 
     Q is 1 for an unweighted index or a normalised probability target (then ``p - q``), but not with a
-    weight: index targets have ``Q = (1 - e) w_y + (e / C) sum_c w_c``. The reduction scales each
+    weight: index targets have ``Q = (1 - e) w_y + (e / C) sum_c w_c``, and the code evaluates
+    ``p Q - q = (1 - e) w_y (p - onehot(y)) + (e / C) (p sum(w) - w)``: ``p_y - 1`` is exact even when
+    huge logits put ``p_y`` within rounding of 1 (``p_y w_y - w_y`` would lose those digits). The reduction scales each
     row by ``omega``: the upstream gradient (``"sum"``), divided by the forward's divisor
     (``"mean"``), or the row's own entry of ``dout`` (``"none"``); ignored rows get ``omega = 0``. A
     zero divisor (the loss was NaN) gives NaN on the rows not ignored, as torch; all ignored gives 0.
@@ -254,11 +256,12 @@ def cross_entropy_backward(dout, cache):
             grad[rows, target] -= dt.type(1 - e)
             if e > 0:
                 grad -= dt.type(e / c)
-        else:
-            grad *= (dt.type(1 - e) * wy + dt.type(e / c) * w.sum())[:, None]     # (M, C) p Q
-            grad[rows, target] -= dt.type(1 - e) * wy
-            if e > 0:
-                grad -= dt.type(e / c) * w                                        # (M, C) p Q - q
+        else:                                     # p Q - q = (1 - e) w_y (p - onehot) + (e / C)(p sum(w) - w)
+            smooth = (grad * w.sum() - w) * dt.type(e / c) if e > 0 else None     # (M, C)
+            grad[rows, target] -= dt.type(1)                                      # p - onehot, exact near p_y = 1
+            grad *= (dt.type(1 - e) * wy)[:, None]                                # (M, C)
+            if smooth is not None:
+                grad += smooth                                                    # (M, C) p Q - q
         omega = np.where(keep, omega, dt.type(0))                                 # (M,)
     grad *= omega[:, None]
     return _unrows(grad, tuple(input_shape))
