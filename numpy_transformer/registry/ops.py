@@ -149,16 +149,17 @@ _CE_LAYOUTS = {"C": 0, "NC": 0, "NCd": 1, "NCdd": 2}          # layout -> number
 
 
 def _draw_cross_entropy(c, dtype, layout=None, target=None, weight=None, ignore=None, smoothing=None,
-                        reduction=None):
+                        reduction=None, classes=None):
     """Torch's layouts (C,), (N, C), (N, C, d1), (N, C, d1, d2); index targets (some ignored, with the
     default -100 or a real class id as ignore_index) or probability targets (not normalised: torch does
     not ask them to sum to 1); a per-class weight; smoothing; every reduction. At least one index
     target is kept, so that "mean" is finite."""
     rng = c.rng()
     layout = c.choice(tuple(_CE_LAYOUTS)) if layout is None else layout
-    n_cls = c.integers(1, 5)
-    shape = (n_cls,) if layout == "C" else (c.integers(1, 3), n_cls) + tuple(c.integers(1, 3) for _ in
-                                                                                 range(_CE_LAYOUTS[layout]))
+    n_cls = c.integers(1, 5) if classes is None else classes
+    lo = 1 if classes is None else 2                           # the report's rows: no size-1 axis
+    shape = (n_cls,) if layout == "C" else (c.integers(lo, 3), n_cls) + tuple(c.integers(lo, 3) for _ in
+                                                                                  range(_CE_LAYOUTS[layout]))
     target = c.choice(("index", "prob")) if target is None else target
     static = {"reduction": c.choice(("mean", "sum", "none")) if reduction is None else reduction,
               "label_smoothing": c.choice((0.0, 0.1, 0.5, 1.0)) if smoothing is None else smoothing}
@@ -317,14 +318,15 @@ OPS = {case.name: case for case in [
     OpCase("cross_entropy", *_pair("cross_entropy_forward", "cross_entropy_backward", ("input",)),
            _draw_cross_entropy, nondiff=("target",),
            examples=(("(N, C), index targets", {"layout": "NC", "target": "index", "weight": False,
-                                                "ignore": "default", "smoothing": 0.0, "reduction": "mean"}),
+                                                "ignore": "default", "smoothing": 0.0, "reduction": "mean",
+                                                "classes": 4}),
                      ("(N, C, d1, d2), weight, ignore_index a class, smoothing", {
                          "layout": "NCdd", "target": "index", "weight": True, "ignore": "class", "smoothing": 0.1,
-                         "reduction": "mean"}),
+                         "reduction": "mean", "classes": 3}),
                      ("(C,), probability targets, weight, sum", {"layout": "C", "target": "prob", "weight": True,
-                                                                 "smoothing": 0.1, "reduction": "sum"}),
+                                                                 "smoothing": 0.1, "reduction": "sum", "classes": 5}),
                      ("(N, C, d1), probability targets, none", {"layout": "NCd", "target": "prob", "weight": False,
-                                                                "smoothing": 0.0, "reduction": "none"}))),
+                                                                "smoothing": 0.0, "reduction": "none", "classes": 3}))),
     OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu, examples=(("", {"zeros": False}),)),
     OpCase("gelu", *_pair("gelu_forward", "gelu_backward", ("x",)), _draw_gelu,
            examples=(("approximate=none", {"approximate": "none"}), ("approximate=tanh", {"approximate": "tanh"}))),
