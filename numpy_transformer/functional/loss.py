@@ -128,10 +128,10 @@ def cross_entropy_forward(input, target, weight=None, ignore_index=-100, reducti
         Logits; the class axis is dim 1 (dim 0 for a single unbatched (C,) row).
     target : ndarray
         Class indices (any integer dtype) of shape (), (N,) or (N, d1, ..., dk), each in [0, C) or
-        equal to ``ignore_index``; or class probabilities, a float array of the input's shape (not
-        checked to sum to 1, as torch).
+        equal to ``ignore_index`` (torch takes int64 or uint8 only); or class probabilities, a float
+        array of the input's shape, cast to the input's dtype (not checked to sum to 1, as torch).
     weight : ndarray (C,), optional
-        Per-class weights, cast to the input's dtype.
+        Per-class weights, cast to the input's dtype (torch refuses another dtype).
     ignore_index : int
         An index target equal to it costs nothing and gets no gradient (default -100; it may be a real
         class id). Probability targets refuse any other value than -100, as torch.
@@ -155,7 +155,8 @@ def cross_entropy_forward(input, target, weight=None, ignore_index=-100, reducti
     ``l = -sum_c q_c logp_c`` (0 where ignored). ``"sum"`` adds the l; ``"mean"`` divides that sum by
     the sum of ``w_y`` over the positions not ignored (index targets: the count of kept positions
     without a weight) or by the number of positions M (probability targets, whatever the weight).
-    A zero divisor gives NaN: every target ignored (or an empty batch), or kept targets of weight 0.
+    A zero divisor gives NaN: every target ignored (or an empty batch), or kept targets of weight 0
+    (negative weights that cancel exactly give NaN here, where torch may give +-inf).
     """
     x, t, w, probs = _check(input, target, weight, ignore_index, reduction, label_smoothing)
     dt = x.dtype
