@@ -164,8 +164,9 @@ def build_training_step(b, s, dtype, vocab=10000, torch=None):
 
     def ours_step():
         opt.zero_grad()
-        crit(model(ids), tgt)
-        model.backward(crit.backward())
+        logits = model(ids)
+        crit(logits.reshape(-1, vocab), tgt.reshape(-1))
+        model.backward(crit.backward().reshape(logits.shape))
         opt.step()
 
     def torch_step():

@@ -5,7 +5,8 @@ One step::
 
     lr = schedule(step)                        # step counts from 1
     logits = model(src)                        # (B, S, V), dropout active
-    loss = crit(logits, tgt); model.backward(crit.backward())
+    loss = crit(logits.reshape(-1, V), tgt.reshape(-1))   # torch's layout: class axis at dim 1
+    model.backward(crit.backward().reshape(logits.shape))
     clip_grad_norm_(params, clip)              # when clip > 0
     optimizer.step()
 
@@ -218,8 +219,9 @@ class Trainer:
             self.optimizer.zero_grad()
             with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
                 logits = self.model(src)                                          # (B, S, V)
-                loss = float(self.criterion(logits, tgt))
-                self.model.backward(self.criterion.backward())
+                v = logits.shape[-1]                      # torch's layout: one (N, V) row per position
+                loss = float(self.criterion(logits.reshape(-1, v), tgt.reshape(-1)))
+                self.model.backward(self.criterion.backward().reshape(logits.shape))
         except BaseException:
             self._rollback(undo)
             raise
@@ -385,7 +387,7 @@ def evaluate(model, src, tgt, criterion=None, max_examples=None, batch_size=250)
         for i in range(0, n, batch_size):
             s, t = src[i:min(i + batch_size, n)], tgt[i:min(i + batch_size, n)]
             logits = model(s)
-            total_loss += float(crit(logits, t))
+            total_loss += float(crit(logits.reshape(-1, logits.shape[-1]), t.reshape(-1)))
             keep = t != criterion.ignore_index
             hit = (logits.argmax(-1) == t) | ~keep
             correct += int((hit & keep).sum())

@@ -102,8 +102,9 @@ OPS = {
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _sdpa,                        # the same maths, tiled: torch's SDPA is the oracle
     "multi_head_attention": _mha,
-    # torch's side only, for the cross-entropy drill (the functional pair joins the registry with it)
-    "cross_entropy": lambda logits, targets: TF.cross_entropy(logits, targets),
+    "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
+        TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
+                         label_smoothing=label_smoothing),
 }
 
 

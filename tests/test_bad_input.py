@@ -341,27 +341,32 @@ def test_cross_entropy_targets_out_of_range(bad, seed):
     crit = nt.CrossEntropyLoss()
     t = np.random.default_rng(seed).integers(0, 5, 4)
     t[2] = bad
-    expect(IndexError, lambda: crit(np.zeros((4, 5)), t), "targets", "[0, 5)", "ignore_index=-100", f"got {bad}")
+    expect(IndexError, lambda: crit(np.zeros((4, 5)), t), "target", "[0, 5)", "ignore_index=-100", f"got {bad}")
     assert crit(np.zeros((4, 5)), np.zeros(4, int)) > 0              # usable afterwards
 
 
 def test_cross_entropy_refusals():
     crit = nt.CrossEntropyLoss()
-    expect(TypeError, lambda: crit(np.zeros((2, 3), int), np.zeros(2, int)), "logits", "float32 or float64", "int64")
-    expect(ValueError, lambda: crit(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int)), "logits", "(N, V) or (B, S, V)",
-           "(2, 3, 4, 5)")
+    expect(TypeError, lambda: crit(np.zeros((2, 3), int), np.zeros(2, int)), "input", "float32 or float64", "int64")
+    expect(ValueError, lambda: crit(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int)), "target must have shape (2, 4, 5)",
+           "input (2, 3, 4, 5)", "class axis at dim 1", "got (2, 3, 4)")
+    expect(ValueError, lambda: crit(np.zeros((2, 5, 7)), np.zeros((2, 5), int)), "target must have shape (2, 7)",
+           "input.reshape(-1, 7) with target.reshape(-1)")
     expect(ValueError, lambda: crit(np.zeros((2, 0)), np.zeros(2, int)), "at least one class", "(2, 0)")
-    expect(TypeError, lambda: crit(np.zeros((2, 3)), np.zeros(2)), "targets", "integer array", "float64")
-    expect(ValueError, lambda: crit(np.zeros((2, 3)), np.zeros(3, int)), "targets must have shape (2,)", "got (3,)")
+    expect(TypeError, lambda: crit(np.zeros((2, 3)), np.zeros(2)), "target", "integer class indices", "float64")
+    expect(ValueError, lambda: crit(np.zeros((2, 3)), np.zeros(3, int)), "target must have shape (2,)", "got (3,)")
+    expect(ValueError, lambda: nt.CrossEntropyLoss(weight=[1.0, 2.0])(np.zeros((2, 3)), np.zeros(2, int)),
+           "weight must have shape (3,)", "got shape (2,)")
+    expect(TypeError, lambda: nt.CrossEntropyLoss(size_average=True), "size_average=True", "reduction=")
     expect(RuntimeError, lambda: nt.CrossEntropyLoss().backward(), "before forward")
     crit(np.zeros((2, 3)), np.zeros(2, int))
-    expect(ValueError, lambda: crit.backward(np.ones(2)), "dloss must be a scalar", "got shape (2,)")
-    expect(TypeError, lambda: crit.backward("1"), "dloss", "dtype <U1")
+    expect(ValueError, lambda: crit.backward(np.ones(2)), "dout must be a scalar", "got shape (2,)")
+    expect(TypeError, lambda: crit.backward("1"), "dout", "dtype <U1")
     assert crit.backward().shape == (2, 3)                           # the refused calls kept the cache
     expect(RuntimeError, lambda: crit.backward(), "twice")
     none = nt.CrossEntropyLoss(reduction="none")
     none(np.zeros((2, 3)), np.zeros(2, int))
-    expect(ValueError, lambda: none.backward(np.ones(3)), "targets' shape (2,)", "got (3,)")
+    expect(ValueError, lambda: none.backward(np.ones(3)), "output's shape (2,)", "got (3,)")
     # empty batches: NaN mean / 0 sum, as torch
     assert np.isnan(nt.CrossEntropyLoss()(np.zeros((0, 3)), np.zeros(0, int)))
     assert nt.CrossEntropyLoss(reduction="sum")(np.zeros((0, 3)), np.zeros(0, int)) == 0

@@ -197,22 +197,29 @@ def _check_softmax(ns):
 
 @check("cross_entropy")
 def _check_cross_entropy(ns):
-    from numpy_transformer.loss import CrossEntropyLoss
     rng = np.random.default_rng(5)
-    z = 2.0 * rng.standard_normal((2, 5, 7))
+    z = 2.0 * rng.standard_normal((2, 7, 5))                               # (N, C, d1): class axis at dim 1
     t = rng.integers(0, 7, size=(2, 5))
     t[0, 1] = t[1, 3] = -100
     t0 = t.copy()
     t0[t0 == -100] = 0                                                     # ignore_index a real class
-    cases = [(t, -100), (t0, 0), (np.full((2, 5), -100), -100)]            # last: every row ignored
+    probs = rng.random(z.shape)                                            # probability targets (unnormalised)
+    weight = rng.uniform(0.5, 2.0, 7)
+    cases = [(t, -100), (t0, 0), (probs, -100)]
     for targets, ignore in cases:
-        for smoothing in (0.0, 0.1):
-            for reduction in ("mean", "sum"):
-                crit = CrossEntropyLoss(ignore_index=ignore, reduction=reduction, label_smoothing=smoothing)
-                loss = crit(z, targets)
-                dz = crit.backward()
-                dloss, ddz = ns["cross_entropy"](z, targets, smoothing, ignore, reduction)
-                close(f"ignore={ignore} smoothing={smoothing} {reduction}", loss=(dloss, loss), dz=(ddz, dz))
+        for w in (None, weight):
+            for smoothing in (0.0, 0.1):
+                for reduction in ("mean", "sum"):
+                    loss, cache = F.cross_entropy_forward(z, targets, w, ignore, reduction, smoothing)
+                    dz = F.cross_entropy_backward(1.0, cache)
+                    dloss, ddz = ns["cross_entropy"](z, targets, w, smoothing, ignore, reduction)
+                    close(f"ignore={ignore} weight={w is not None} smoothing={smoothing} {reduction}",
+                          loss=(dloss, loss), dz=(ddz, dz))
+    ignored = np.full((2, 5), -100)                                        # every row ignored: NaN mean, zero gradient
+    loss, cache = F.cross_entropy_forward(z, ignored, weight)
+    dloss, ddz = ns["cross_entropy"](z, ignored, weight)
+    assert np.isnan(loss) and np.isnan(dloss)
+    close("every row ignored", dz=(ddz, F.cross_entropy_backward(1.0, cache)))
 
 
 @check("relu")

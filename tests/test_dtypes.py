@@ -90,8 +90,8 @@ def test_float32_model_never_upcasts(functional_spy, activation, norm_first, pos
     opt = nt.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
     with nt.trace(m) as t:
         logits = m(ids, src_key_padding_mask=pad, is_causal=True)
-        loss = crit(logits, ids)
-        m.backward(crit.backward())
+        loss = crit(logits.reshape(-1, 17), ids.reshape(-1))              # torch's (N, C) rows
+        m.backward(crit.backward().reshape(logits.shape))
     norm = nt.clip_grad_norm_(m.parameters(), 0.5)
     opt.step()
     found = list(functional_spy)
@@ -202,7 +202,7 @@ def test_float16_inputs_are_refused(call):
 
 
 def test_float16_elsewhere_is_refused(tmp_path):
-    with pytest.raises(TypeError, match=r"logits must be float32 or float64, got dtype float16 \(float16 is not supported"):
+    with pytest.raises(TypeError, match=r"input must be float32 or float64 logits, got dtype float16 \(float16 is not supported"):
         nt.CrossEntropyLoss()(np.zeros((2, 3), H), np.zeros(2, int))
     with pytest.raises(TypeError, match=r"key_padding_mask must be a bool array .* got dtype float16"):
         x = np.ones((2, 3, 4), np.float32)

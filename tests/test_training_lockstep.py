@@ -75,8 +75,8 @@ def test_numpy_and_torch_train_in_lockstep(name):
         # NumPy
         ours.zero_grad()
         logits = model(src, src_key_padding_mask=pad, is_causal=causal)
-        loss = float(crit(logits, tgt))
-        model.backward(crit.backward())
+        loss = float(crit(logits.reshape(-1, V), tgt.reshape(-1)))                # torch's (N, C) rows
+        model.backward(crit.backward().reshape(logits.shape))
         norm = float(nt.clip_grad_norm_(model.parameters(), clip))
         ours.step()
         masks = nt.dropout_masks(model)

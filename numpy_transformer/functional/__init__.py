@@ -19,6 +19,7 @@ is the import path):
 ``norms.py``                      ``layer_norm_forward/backward``, ``rms_norm_forward/backward``
 ``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`)
 ``softmax.py``                    ``softmax_forward/backward``
+``loss.py``                       ``cross_entropy_forward/backward`` (torch's layout: class axis at dim 1)
 ``dropout.py``                    ``dropout_forward/backward``
 ``masks.py``                      ``causal_mask``, ``merge_masks``
 ``attention.py``                  ``scaled_dot_product_attention_forward/backward``
@@ -35,6 +36,7 @@ from .attention import (AttentionCache, _softmax_grad_rows, scaled_dot_product_a
 from .dropout import DropoutCache, dropout_backward, dropout_forward
 from .embedding import EmbeddingCache, embedding_backward, embedding_forward
 from .linear import LinearCache, linear_backward, linear_forward
+from .loss import CrossEntropyCache, cross_entropy_backward, cross_entropy_forward, log_softmax
 from .masks import _additive, causal_mask, merge_masks
 from .multi_head_attention import (MultiHeadAttentionCache, _merge_heads, _split_heads,
                                    multi_head_attention_backward, multi_head_attention_forward)
@@ -48,7 +50,8 @@ __all__ = [
     "embedding_forward", "embedding_backward",
     "layer_norm_forward", "layer_norm_backward",
     "rms_norm_forward", "rms_norm_backward",
-    "softmax_forward", "softmax_backward",
+    "softmax_forward", "softmax_backward", "log_softmax",
+    "cross_entropy_forward", "cross_entropy_backward",
     "relu_forward", "relu_backward",
     "gelu_forward", "gelu_backward",
     "dropout_forward", "dropout_backward",

@@ -145,6 +145,43 @@ def _draw_softmax(c, dtype, axis=None, with_neginf=None):
     return Draw({"x": x}, {"axis": axis})
 
 
+_CE_LAYOUTS = {"C": 0, "NC": 0, "NCd": 1, "NCdd": 2}          # layout -> number of extra dims d1, d2
+
+
+def _draw_cross_entropy(c, dtype, layout=None, target=None, weight=None, ignore=None, smoothing=None,
+                        reduction=None, classes=None):
+    """Torch's layouts (C,), (N, C), (N, C, d1), (N, C, d1, d2); index targets (some ignored, with the
+    default -100 or a real class id as ignore_index) or probability targets (not normalised: torch does
+    not ask them to sum to 1); a per-class weight; smoothing; every reduction. At least one index
+    target is kept, so that "mean" is finite."""
+    rng = c.rng()
+    layout = c.choice(tuple(_CE_LAYOUTS)) if layout is None else layout
+    n_cls = c.integers(1, 5) if classes is None else classes
+    lo = 1 if classes is None else 2                           # the report's rows: no size-1 axis
+    shape = (n_cls,) if layout == "C" else (c.integers(lo, 3), n_cls) + tuple(c.integers(lo, 3) for _ in
+                                                                                  range(_CE_LAYOUTS[layout]))
+    target = c.choice(("index", "prob")) if target is None else target
+    static = {"reduction": c.choice(("mean", "sum", "none")) if reduction is None else reduction,
+              "label_smoothing": c.choice((0.0, 0.1, 0.5, 1.0)) if smoothing is None else smoothing}
+    if c.boolean() if weight is None else weight:
+        static["weight"] = rng.uniform(0.5, 2.0, n_cls).astype(dtype)
+    if target == "prob":
+        t = rng.random(shape).astype(dtype)
+        if c.boolean():
+            t = (t / t.sum(axis=0 if layout == "C" else 1, keepdims=True)).astype(dtype)
+    else:
+        t = rng.integers(0, n_cls, size=() if layout == "C" else shape[:1] + shape[2:])
+        ignore = c.choice(("none", "default", "class")) if ignore is None else ignore
+        if ignore == "class" and n_cls > 1:
+            static["ignore_index"] = c.integers(0, n_cls - 1)
+        if ignore != "none":
+            ii = static.get("ignore_index", -100)
+            t = np.where(rng.random(t.shape) < 0.3, ii, t)
+            if (t == ii).all():
+                t.flat[0] = (ii + 1) % n_cls if ii >= 0 else 0        # keep one: "mean" stays finite
+    return Draw({"input": _n(rng, shape, dtype, 2.0), "target": t}, static)
+
+
 def _away_from_zero(x, margin=0.1):
     """Keep a ReLU's input clear of its kink (a finite difference across it is meaningless)."""
     return np.sign(x) * (np.abs(x) + margin) + (x == 0) * margin
@@ -278,6 +315,18 @@ OPS = {case.name: case for case in [
            examples=(("", {"weight": True, "dims": 1}), ("2 dims, no weight", {"weight": False, "dims": 2}))),
     OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
            examples=(("axis=-1", {"axis": -1, "with_neginf": False}), ("axis=1", {"axis": 1, "with_neginf": True}))),
+    OpCase("cross_entropy", *_pair("cross_entropy_forward", "cross_entropy_backward", ("input",)),
+           _draw_cross_entropy, nondiff=("target",),
+           examples=(("(N, C), index targets", {"layout": "NC", "target": "index", "weight": False,
+                                                "ignore": "default", "smoothing": 0.0, "reduction": "mean",
+                                                "classes": 4}),
+                     ("(N, C, d1, d2), weight, ignore_index a class, smoothing", {
+                         "layout": "NCdd", "target": "index", "weight": True, "ignore": "class", "smoothing": 0.1,
+                         "reduction": "mean", "classes": 3}),
+                     ("(C,), probability targets, weight, sum", {"layout": "C", "target": "prob", "weight": True,
+                                                                 "smoothing": 0.1, "reduction": "sum", "classes": 5}),
+                     ("(N, C, d1), probability targets, none", {"layout": "NCd", "target": "prob", "weight": False,
+                                                                "smoothing": 0.0, "reduction": "none", "classes": 3}))),
     OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu, examples=(("", {"zeros": False}),)),
     OpCase("gelu", *_pair("gelu_forward", "gelu_backward", ("x",)), _draw_gelu,
            examples=(("approximate=none", {"approximate": "none"}), ("approximate=tanh", {"approximate": "tanh"}))),

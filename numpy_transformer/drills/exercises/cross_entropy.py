@@ -1,4 +1,7 @@
-"""The cross_entropy drill: mean cross-entropy fused with softmax (log-sum-exp) and its backward."""
+"""The cross_entropy drill: mean cross-entropy fused with softmax (log-sum-exp) and its backward.
+
+The drill's logits are (N, V), torch's (N, C) layout; its reference is the library's functional pair
+(``F.cross_entropy_forward/backward``, checked against torch in the tests)."""
 
 from __future__ import annotations
 
@@ -6,27 +9,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ... import functional as F
 from .. import variants as V
 from ._types import Case, Exercise, Mistake, _desc, _shape
-
-
-def _ce_forward(logits, targets):
-    """Mean cross-entropy of (N, V) logits against (N,) class ids, through a stable log-softmax."""
-    n = logits.shape[0]
-    m = logits.max(axis=-1, keepdims=True)                                      # (N, 1)
-    z = logits - m                                                              # (N, V)
-    logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))                    # (N, V)
-    loss = -logp[np.arange(n), targets].mean()
-    return loss, (np.exp(logp), targets)
-
-
-def _ce_backward(dloss, cache):
-    """dL/dlogits = (softmax - onehot) / N * dloss."""
-    p, targets = cache
-    n = p.shape[0]
-    d = p.copy()
-    d[np.arange(n), targets] -= 1
-    return d * (dloss / n)
 
 
 def _draw_cross_entropy(rng, i):
@@ -54,7 +39,8 @@ def _run_cross_entropy(rec, c):
 
 
 def _ref_cross_entropy():
-    return SimpleNamespace(cross_entropy_forward=_ce_forward, cross_entropy_backward=_ce_backward)
+    return SimpleNamespace(cross_entropy_forward=lambda logits, targets: F.cross_entropy_forward(logits, targets),
+                           cross_entropy_backward=F.cross_entropy_backward)
 
 
 CROSS_ENTROPY = Exercise(
@@ -65,7 +51,6 @@ CROSS_ENTROPY = Exercise(
     library=("softmax_forward", "softmax_backward"),
     draw=_draw_cross_entropy, run=_run_cross_entropy, reference=_ref_cross_entropy,
     variant=V.cross_entropy_impl, n_edge=5,
-    reference_name="log-softmax via log-sum-exp (drills.exercises; equal to torch's cross_entropy in the tests)",
     mistakes=(
         Mistake("ce_unstable_exp", "exp of the raw logits overflows (no max subtraction)",
                 "exp(1000) = inf: the loss and gradient become NaN for large logits.",

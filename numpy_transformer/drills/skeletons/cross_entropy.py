@@ -1,7 +1,9 @@
 """Drill: mean cross-entropy loss fused with softmax (as torch.nn.functional.cross_entropy), forward
 and backward.
 
-Shape letters: N rows (e.g. B*S tokens), V classes (the vocabulary).
+Shape letters: N rows (e.g. B*S tokens), V classes (the vocabulary). The logits are (N, V), torch's
+(N, C) layout: one row per token, the class axis last (= dim 1). A model's (B, S, V) logits become
+these rows with logits.reshape(-1, V) and targets.reshape(-1).
 
     loss = -(1/N) * sum_n log softmax(logits[n])[targets[n]]
 
