@@ -139,6 +139,26 @@ def test_layer_tiled_equals_standard(norm_first, kwargs):
     assert_close(pairs)
 
 
+@pytest.mark.parametrize("extras", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("masks", ["none", "is_causal", "is_causal+padding", "per_head+padding"])
+def test_mha_tiled_equals_standard_with_bias_kv_and_zero_attn(extras, masks):
+    """The appended keys (add_bias_kv, add_zero_attn) are attended by every query on the tiled path too
+    (causality does not skip them), and bias_k/bias_v get the same gradients."""
+    from numpy_transformer.registry import make_masks
+    rng = np.random.default_rng(4)
+    b, s, d, h = 2, 5, 8, 2
+    mods = [nt.MultiheadAttention(d, h, add_bias_kv=extras[0], add_zero_attn=extras[1], dtype=np.float64, seed=2,
+                                  attention=a, block_size=2) for a in ("tiled", "standard")]
+    x, dy = rng.standard_normal((b, s, d)), rng.standard_normal((b, s, d))
+    am, kpm, causal = make_masks(masks, b, h, s, s, np.float64, rng)
+    outs = [m(x, x, x, attn_mask=am, key_padding_mask=kpm, is_causal=causal, need_weights=False)[0] for m in mods]
+    grads = [m.backward(dy, sum_inputs=True) for m in mods]
+    pairs = {"out": tuple(outs), "dx": tuple(grads)}
+    for (name, p), q in zip(mods[0].named_parameters(), mods[1].parameters()):
+        pairs[name] = (p.grad, q.grad)
+    assert_close(pairs)
+
+
 def test_tiled_module_refuses_need_weights():
     mha = nt.MultiheadAttention(8, 2, attention="tiled", dtype=np.float64)
     x = np.zeros((1, 3, 8))

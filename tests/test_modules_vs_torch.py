@@ -2,8 +2,8 @@
 
 * ``torch.nn``: for nt.Linear, nt.Embedding, nt.LayerNorm, nt.MultiheadAttention,
   nt.TransformerEncoderLayer and nt.TransformerEncoder, hypothesis draws the configuration (B, S, T,
-  H, Dh, F, activation, norm_first, batch_first, bias, eps, kdim/vdim, masks, need_weights,
-  average_attn_weights, layers, final norm); the torch module (dropout 0, random weights *and*
+  H, Dh, F, activation, norm_first, batch_first, unbatched, bias, eps, kdim/vdim, add_bias_kv,
+  add_zero_attn, masks, need_weights, average_attn_weights, layers, final norm); the torch module (dropout 0, random weights *and*
   biases) is copied into ours with ``load_state_dict({k: v.detach().numpy()})``; output, attention
   weights, every input gradient and every named parameter gradient are compared, under a random
   upstream gradient. The drawing and running code is :mod:`reference_torch.check`'s, so the checker
