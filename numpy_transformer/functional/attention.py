@@ -62,7 +62,9 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     key : ndarray, shape (..., T, Dh)
     value : ndarray, shape (..., T, Dv)
     attn_mask : ndarray, optional
-        Broadcastable to (..., S, T): bool (True = takes part) or float (added).
+        Broadcastable to (..., S, T): bool (True = takes part) or float (added). Note that
+        :func:`causal_mask` is in the modules' convention (True = masked out): here pass
+        ``~causal_mask(S, T)``, or ``is_causal=True``.
     dropout_p : float
         Dropout on the attention probabilities. Torch's is random; ours is drawn from ``rng`` or replays
         ``dropout_mask`` (and ``training=False`` turns it off), so a test can apply the same keep-mask
