@@ -96,8 +96,9 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     if x.dtype != dtype:
         raise TypeError(f"{name} has dtype {x.dtype} but the module's parameters are {dtype}; convert with "
                         f"{name}.astype(np.{dtype}) or build the module with dtype=np.{x.dtype}")
-    if ndim is not None and x.ndim not in (ndim if isinstance(ndim, (tuple, list)) else (ndim,)):
-        raise ValueError(f"{name} must have {ndim} dimensions {shape_doc}, got shape {x.shape}")
+    ndims = tuple(ndim) if isinstance(ndim, (tuple, list)) else (ndim,)
+    if ndim is not None and x.ndim not in ndims:
+        raise ValueError(f"{name} must have {' or '.join(map(str, ndims))} dimensions {shape_doc}, got shape {x.shape}")
     if last_dim is not None and (x.ndim == 0 or x.shape[-1] != last_dim):
         raise ValueError(f"{name} must have last dimension {last_dim} {shape_doc}, got shape {x.shape}")
     return x

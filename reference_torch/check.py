@@ -7,7 +7,7 @@ Usage::
 For each module of the registry (``numpy_transformer.registry.MODULES``: ``Linear``, ``Embedding``,
 ``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``, ...) and
 each trial it draws a random configuration (shapes, heads, activation, pre/post-LN, batch_first,
-bias, eps, kdim/vdim, masks), builds torch's module with the torch table
+unbatched inputs, bias, eps, kdim/vdim, add_bias_kv/add_zero_attn, masks), builds torch's module with the torch table
 (``reference_torch.table.torch_module``; dropout 0, random weights and biases), copies its weights
 into the NumPy module through ``state_dict``, runs both forward, back-propagates the same *random* upstream gradient and
 compares the output, the attention weights, every input gradient and every parameter gradient.

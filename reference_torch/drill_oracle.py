@@ -81,10 +81,11 @@ def _positional(c):
 
 
 def _attention(c):
+    # the drill's mask is True = may NOT attend; torch's function (the table's op) takes True = may attend
     q = c["q"]
-    return _op("scaled_dot_product_attention", {"q": q, "k": c["k"], "v": c["v"]},
-               {"attn_mask": _blocked(c, q.shape[-2], c["k"].shape[-2]) if c["mask"] is not None or c["causal"]
-                else None}, c["dout"], {"out": "out", "dq": "q", "dk": "k", "dv": "v"})
+    return _op("scaled_dot_product_attention", {"query": q, "key": c["k"], "value": c["v"]},
+               {"attn_mask": ~_blocked(c, q.shape[-2], c["k"].shape[-2]) if c["mask"] is not None or c["causal"]
+                else None}, c["dout"], {"out": "out", "dq": "query", "dk": "key", "dv": "value"})
 
 
 _RUNNERS = {

@@ -36,10 +36,11 @@ active. Without a mask a twin draws one with torch's generator, like ``torch.nn.
 
 Masks (attention)
 -----------------
-As ``torch.nn.MultiheadAttention`` (and ``numpy_transformer``): a **bool** mask is True where a query
-may **not** attend; a **float** mask is added to the scores. ``attn_mask`` is (S, T) or (B*H, S, T),
+As ``torch.nn.MultiheadAttention`` (and ``numpy_transformer``'s modules): a **bool** mask is True where
+a query may **not** attend (``torch.nn.functional.scaled_dot_product_attention`` reads a bool mask the
+other way round); a **float** mask is added to the scores. ``attn_mask`` is (S, T) or (B*H, S, T),
 ``key_padding_mask`` is (B, T). ``is_causal=True`` with no ``attn_mask`` applies the causal mask; with
-one it is only a hint (the given mask is used). A query row whose keys are all masked outputs zeros
+one it is only a hint (the given mask is used; ``numpy_transformer`` refuses a wrong hint). A query row whose keys are all masked outputs zeros
 (``torch.nn`` would give NaN there; ``numpy_transformer`` and
 ``torch.nn.functional.scaled_dot_product_attention`` give zeros).
 
@@ -320,17 +321,23 @@ class MultiheadAttention(ReferenceModule):
     of width Dh = D/H (``view`` + ``transpose``); per head ``softmax(Q K^T / sqrt(Dh) + mask)``,
     dropout on the probabilities, times V; heads merged back and ``out = ctx Wo^T + bo``.
 
+    With ``add_bias_kv`` the learned ``bias_k``/``bias_v`` (1, 1, D) are appended to the projected keys and
+    values as one more position, with ``add_zero_attn`` a zero position after that; the masks get one
+    column each that masks nothing (torch's ``pad(mask, (0, 1))``). Unbatched inputs (S, D) are run as
+    a batch of one.
+
     Parameters
     ----------
-    embed_dim, num_heads, dropout, bias, kdim, vdim
+    embed_dim, num_heads, dropout, bias, add_bias_kv, add_zero_attn, kdim, vdim
         As ``torch.nn.MultiheadAttention`` (parameter names too: ``in_proj_weight`` (3D, D) or
-        ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ from D).
+        ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ from D; ``bias_k``,
+        ``bias_v``).
     batch_first : bool
         True (default, as ``numpy_transformer``): (B, S, D) inputs; False: (S, B, D).
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 batch_first=True, device=None, dtype=None):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=True, device=None, dtype=None):
         super().__init__()
         if embed_dim % num_heads != 0:
             raise ValueError(f"embed_dim must be divisible by num_heads, got {embed_dim} and {num_heads}")
@@ -360,6 +367,12 @@ class MultiheadAttention(ReferenceModule):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = nn.Linear(d, d, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = nn.Parameter(torch.empty(1, 1, d, **kw))
+            self.bias_v = nn.Parameter(torch.empty(1, 1, d, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
         self._reset_parameters()
 
     def _reset_parameters(self):
@@ -370,6 +383,9 @@ class MultiheadAttention(ReferenceModule):
         if self.in_proj_bias is not None:
             nn.init.zeros_(self.in_proj_bias)
             nn.init.zeros_(self.out_proj.bias)
+        for b in (self.bias_k, self.bias_v):
+            if b is not None:
+                nn.init.xavier_normal_(b)
 
     def _projection_weights(self):
         if self.in_proj_weight is not None:
@@ -380,7 +396,11 @@ class MultiheadAttention(ReferenceModule):
                 average_attn_weights=True, is_causal=False):
         """Returns ``(out, weights)``: out shaped like ``query``; weights (B, S, T) averaged over heads,
         (B, H, S, T) when ``average_attn_weights`` is False, None without ``need_weights``."""
-        if not self.batch_first:
+        unbatched = query.dim() == 2
+        if unbatched:                                    # a batch of one, batch-first
+            query, key, value = query[None], key[None], value[None]
+            key_padding_mask = None if key_padding_mask is None else _tensor(key_padding_mask)[None]
+        elif not self.batch_first:
             query, key, value = (a.transpose(0, 1) for a in (query, key, value))
         b, s, d = query.shape
         t = key.shape[1]
@@ -394,14 +414,28 @@ class MultiheadAttention(ReferenceModule):
         k = k.view(b, t, h, dh).transpose(1, 2)                                        # (B, H, T, Dh)
         v = v.view(b, t, h, dh).transpose(1, 2)                                        # (B, H, T, Dh)
         mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, h, s, t, query.dtype, query.device)
+        extra = []                                                                     # appended keys
+        if self.bias_k is not None:
+            extra.append((self.bias_k.view(1, h, 1, dh).expand(b, h, 1, dh),
+                           self.bias_v.view(1, h, 1, dh).expand(b, h, 1, dh)))
+        if self.add_zero_attn:
+            zeros = torch.zeros(b, h, 1, dh, dtype=k.dtype, device=k.device)
+            extra.append((zeros, zeros))
+        if extra:
+            k = torch.cat([k] + [e[0] for e in extra], dim=2)                          # (B, H, T+e, Dh)
+            v = torch.cat([v] + [e[1] for e in extra], dim=2)                          # (B, H, T+e, Dh)
+            if mask is not None:                                                       # attend them freely
+                mask = F.pad(mask, (0, len(extra)))
         ctx, probs = attention(q, k, v, mask, self.dropout, self.training, self.dropout_mask)  # (B, H, S, Dh)
         ctx = ctx.transpose(1, 2).reshape(b, s, d)                                     # (B, S, D)
         out = self.out_proj(ctx)                                                       # (B, S, D)
-        if not self.batch_first:
-            out = out.transpose(0, 1)
         weights = None
         if need_weights:
             weights = probs.mean(dim=1) if average_attn_weights else probs             # (B, S, T) | (B, H, S, T)
+        if unbatched:
+            return out[0], None if weights is None else weights[0]
+        if not self.batch_first:
+            out = out.transpose(0, 1)
         return out, weights
 
     def extra_repr(self):
@@ -493,14 +527,21 @@ class TransformerEncoderLayer(ReferenceModule):
         self.activation = _activation(activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        """src (B, S, D) (or (S, B, D) when not batch_first) -> same shape."""
-        x = src if self.batch_first else src.transpose(0, 1)                           # (B, S, D)
+        """src (B, S, D) (or (S, B, D) when not batch_first; or unbatched (S, D)) -> same shape."""
+        unbatched = src.dim() == 2
+        if unbatched:                                                                  # a batch of one
+            x = src[None]
+            src_key_padding_mask = None if src_key_padding_mask is None else _tensor(src_key_padding_mask)[None]
+        else:
+            x = src if self.batch_first else src.transpose(0, 1)                       # (B, S, D)
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             x = x + self._ff_block(self.norm2(x))
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
+        if unbatched:
+            return x[0]
         return x if self.batch_first else x.transpose(0, 1)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):

@@ -1,7 +1,9 @@
 """The one torch table: for every case of ``numpy_transformer.registry``, torch's own implementation.
 
 * :data:`OPS` -- op name -> a function of tensors computing the op with ``torch.nn.functional``
-  (masks arrive in ``numpy_transformer``'s convention and are translated here, once);
+  (masks arrive in the convention of torch's function of the same name -- ``scaled_dot_product_attention``:
+  bool True = takes part; ``multi_head_attention_forward`` and the modules: bool True = masked out --
+  and are passed to it unchanged);
   :func:`op_outputs` runs one under autograd with a given upstream gradient.
 * :data:`MODULES` -- module class name -> how to build torch's module for one of ours (``torch.nn``'s
   own where torch has it, the hand-written twin of :mod:`reference_torch.modules` otherwise or when
@@ -49,32 +51,35 @@ def _causal_bool(s, t):
 # ops: torch.nn.functional, with our mask convention translated
 # --------------------------------------------------------------------------------------------------
 
-def _sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, **_tiles):
-    """torch's scaled_dot_product_attention. Its bool mask means True = MAY attend (ours: may NOT), and
-    it takes no mask together with ``is_causal``: both are merged into one additive mask then."""
-    if attn_mask is None:
-        return TF.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale)
-    if not is_causal:
-        return TF.scaled_dot_product_attention(q, k, v, attn_mask=~attn_mask if attn_mask.dtype == torch.bool
-                                               else attn_mask, scale=scale)
-    add = (torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(attn_mask, -math.inf)
-           if attn_mask.dtype == torch.bool else attn_mask.clone())
-    add = add + torch.zeros(q.shape[-2], k.shape[-2], dtype=q.dtype).masked_fill(
-        _causal_bool(q.shape[-2], k.shape[-2]), -math.inf)
-    return TF.scaled_dot_product_attention(q, k, v, attn_mask=add, scale=scale)
+def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    """torch's scaled_dot_product_attention, the mask passed unchanged (the same convention as ours)."""
+    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+
+
+def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, **_tiles):
+    """torch's scaled_dot_product_attention for our tiled attention, which also takes a mask together
+    with ``is_causal`` (torch's function refuses both): that one case is merged into the mask here."""
+    if attn_mask is not None and is_causal:
+        allowed = ~_causal_bool(query.shape[-2], key.shape[-2])
+        attn_mask = attn_mask & allowed if attn_mask.dtype == torch.bool else attn_mask.masked_fill(~allowed, -math.inf)
+        is_causal = False
+    return _sdpa(query, key, value, attn_mask, is_causal, scale)
 
 
 def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, key_padding_mask=None,
-         is_causal=False, need_weights=False, average_attn_weights=True, **w):
+         is_causal=False, need_weights=False, average_attn_weights=True, add_zero_attn=False, **w):
     """torch.nn.functional.multi_head_attention_forward on batch-first inputs (it wants (S, B, D))."""
     if x is not None:
         query = key = value = x
     s, t, d = query.shape[1], key.shape[1], query.shape[-1]
     if is_causal and attn_mask is None:
         attn_mask = _causal_bool(s, t)             # torch needs the mask itself; is_causal is a hint
+    if is_causal and ("bias_k" in w or add_zero_attn):
+        is_causal = False    # torch's hint path would mask the appended keys too, its mask path does not
     out, weights = TF.multi_head_attention_forward(
         query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d, num_heads,
-        w.get("in_proj_weight"), w.get("in_proj_bias"), None, None, False, 0.0, w["out_proj_weight"],
+        w.get("in_proj_weight"), w.get("in_proj_bias"), w.get("bias_k"), w.get("bias_v"), add_zero_attn, 0.0,
+        w["out_proj_weight"],
         w.get("out_proj_bias"), training=True, key_padding_mask=key_padding_mask, need_weights=need_weights,
         attn_mask=attn_mask, use_separate_proj_weight="in_proj_weight" not in w, q_proj_weight=w.get("q_proj_weight"),
         k_proj_weight=w.get("k_proj_weight"), v_proj_weight=w.get("v_proj_weight"),
@@ -100,7 +105,7 @@ OPS = {
     "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
     "dropout": _dropout,
     "scaled_dot_product_attention": _sdpa,
-    "flash_attention": _sdpa,                        # the same maths, tiled: torch's SDPA is the oracle
+    "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
     "multi_head_attention": _mha,
     "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
         TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
@@ -140,8 +145,9 @@ def _layer(m, twin=False):
 
 def _mha_module(m, twin=False):
     cls = R.MultiheadAttention if twin else nn.MultiheadAttention
-    return cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None, kdim=m.kdim,
-               vdim=m.vdim, batch_first=m.batch_first)
+    return cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None,
+               add_bias_kv=m.bias_k is not None, add_zero_attn=m.add_zero_attn, kdim=m.kdim, vdim=m.vdim,
+               batch_first=m.batch_first)
 
 
 def _encoder(m, twin=False):
@@ -189,14 +195,19 @@ def torch_module(np_module, oracle="torch.nn", dtype=None):
 
 
 def torch_call(module, cfg, x, other, oracle="torch.nn"):
-    """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors, and for
-    ``torch.nn`` an ``is_causal=True`` without a mask gets the causal mask too (torch wants both)."""
+    """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors (unchanged: the
+    modules' convention is torch's), and for ``torch.nn`` an ``is_causal=True`` without a mask gets the
+    causal mask too (torch wants both). With ``add_bias_kv``/``add_zero_attn`` the hint is dropped for
+    torch: its hint path (no ``need_weights``, no key-padding mask) would mask the appended keys, its
+    mask path -- ours -- does not."""
     from numpy_transformer.registry.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
     if oracle == "torch.nn" and other.get("is_causal") and other.get("attn_mask") is None:
         s, t = cfg["S"], cfg["T"]
         other["attn_mask"] = _causal_bool(s, t)
+    if oracle == "torch.nn" and other.get("is_causal") and (cfg.get("add_bias_kv") or cfg.get("add_zero_attn")):
+        other["is_causal"] = False
     return call(module, cfg, x, other)
 
 
@@ -215,10 +226,13 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
     name = type(np_module).__name__
     mask_kw = _MASK_KWARG.get(name)
     if mask_kw and tkw.get("is_causal") and tkw.get(mask_kw) is None:
-        seq = 1 if getattr(np_module, "batch_first", True) else 0
         q = targs[0]
+        seq = 0 if q.dim() == 2 else (1 if getattr(np_module, "batch_first", True) else 0)
         k = targs[1] if name == "MultiheadAttention" else q
         tkw[mask_kw] = _causal_bool(q.shape[seq], k.shape[seq])     # torch wants the mask with the hint
+    if tkw.get("is_causal") and (getattr(np_module, "bias_k", None) is not None
+                                 or getattr(np_module, "add_zero_attn", False)):
+        tkw["is_causal"] = False          # torch's hint path would mask the appended keys (see torch_call)
     if name == "MultiheadAttention":
         tkw["need_weights"] = False
     out = tm(*targs, **tkw)

@@ -81,12 +81,12 @@ ENTRIES = [
           lambda r: {"x": _randn(r, B, S, D)}, {"x": (3, D)}, {}),
     Entry("MultiheadAttention", lambda: nt.MultiheadAttention(D, H, dropout=0.3, kdim=KD, vdim=VD, dtype=DT, seed=3),
           lambda r: {"query": _randn(r, B, S, D), "key": _randn(r, B, T, KD), "value": _randn(r, B, T, VD)},
-          {"query": (3, D), "key": (3, KD), "value": (3, VD)},
+          {"query": ((2, 3), D), "key": (3, KD), "value": (3, VD)},
           {"attn_mask": [(S, T), (B * H, S, T)], "key_padding_mask": [(B, T)]}),
-    Entry("TransformerEncoderLayer", _layer, lambda r: {"src": _randn(r, B, S, D)}, {"src": (3, D)},
+    Entry("TransformerEncoderLayer", _layer, lambda r: {"src": _randn(r, B, S, D)}, {"src": ((2, 3), D)},
           {"src_mask": [(S, S), (B * H, S, S)], "src_key_padding_mask": [(B, S)]}),
     Entry("TransformerEncoder", lambda: nt.TransformerEncoder(_layer(), 2, norm=nt.LayerNorm(D, dtype=DT), seed=6),
-          lambda r: {"src": _randn(r, B, S, D)}, {"src": (3, D)},
+          lambda r: {"src": _randn(r, B, S, D)}, {"src": ((2, 3), D)},
           {"mask": [(S, S), (B * H, S, S)], "src_key_padding_mask": [(B, S)]}),
 ]
 # the argument names as the modules' messages spell them
@@ -139,9 +139,10 @@ def test_wrong_rank_or_last_dimension(entry, data, seed):
         bad = np.zeros(x.shape[:-1] + (new_last,))
         expected = f"last dimension {last}"
     else:
-        new_ndim = data.draw(st.sampled_from([0, 1, 2, 4, 5]))
+        ndims = ndim if isinstance(ndim, tuple) else (ndim,)          # (2, 3): batched or unbatched
+        new_ndim = data.draw(st.sampled_from([n for n in (0, 1, 2, 4, 5) if n not in ndims]))
         bad = np.zeros((2,) * max(new_ndim - 1, 0) + ((last,) if new_ndim else ()))
-        expected = f"must have {ndim} dimensions"
+        expected = f"must have {' or '.join(map(str, ndims))} dimensions"
     kwargs[arg] = bad
     expect(ValueError, _call(entry, module, kwargs), _spelled(entry, arg), expected, f"got shape {bad.shape}")
     _assert_usable(entry, module, seed)
@@ -680,3 +681,48 @@ def test_cli_predict_and_evaluate_arguments(tmp_path, capsys):
     ]:
         assert main(argv) == 2, argv
         assert needle in capsys.readouterr().err, argv
+
+
+@pytest.mark.parametrize("which", ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"])
+def test_wrong_is_causal_hint_is_refused(which):
+    """is_causal=True with a mask that is not the causal mask: torch uses the hint in some code paths and
+    the mask in others (two different answers); here it is a ValueError naming the mask argument, and
+    the module stays usable. The right hint, bool or float, is accepted and changes nothing."""
+    rng = np.random.default_rng(0)
+    x = _randn(rng, B, S, D)
+    wrong = np.zeros((S, S), bool)
+    wrong[:, 1] = True
+    causal = nt.functional.causal_mask(S)
+    if which == "MultiheadAttention":
+        m = nt.MultiheadAttention(D, H, dtype=DT, seed=3)
+        run = lambda mask, hint: m(x, x, x, attn_mask=mask, is_causal=hint, need_weights=False)[0]
+        name = "attn_mask"
+    elif which == "TransformerEncoderLayer":
+        m = _layer().eval()
+        run = lambda mask, hint: m(x, src_mask=mask, is_causal=hint)
+        name = "src_mask"
+    else:
+        m = nt.TransformerEncoder(_layer(), 2, seed=6).eval()
+        run = lambda mask, hint: m(x, mask=mask, is_causal=hint)
+        name = "mask"
+    expect(ValueError, lambda: run(wrong, True), f"is_causal=True is a hint that {name} is the causal mask",
+           "is_causal=False")
+    expect(ValueError, lambda: run(wrong[None].repeat(B * H, 0), True), name)
+    ref = run(causal, False)
+    np.testing.assert_array_equal(run(causal, True), ref)
+    np.testing.assert_array_equal(run(np.where(causal, -np.inf, 0.0).astype(DT), True), ref)
+    np.testing.assert_array_equal(run(None, True), ref)         # our convenience: the hint alone is causal
+
+
+def test_unbatched_masks_have_torchs_unbatched_shapes():
+    """Unbatched (S, D) input: key_padding_mask (T,), attn_mask (S, T) or (H, S, T), as torch."""
+    rng = np.random.default_rng(1)
+    m = nt.MultiheadAttention(D, H, kdim=KD, vdim=VD, dtype=DT, seed=3)
+    q, k, v = _randn(rng, S, D), _randn(rng, T, KD), _randn(rng, T, VD)
+    expect(ValueError, lambda: m(q, k, v, key_padding_mask=np.zeros((1, T), bool)), "key_padding_mask",
+           f"({T},)")
+    expect(ValueError, lambda: m(q, k, v, attn_mask=np.zeros((B * H, S, T), bool)),
+           "attn_mask", f"({H}, {S}, {T})")
+    expect(ValueError, lambda: m(q, _randn(rng, B, T, KD), v), "key must have 2 dimensions")
+    out, w = m(q, k, v, key_padding_mask=np.zeros(T, bool), attn_mask=np.zeros((H, S, T), bool))
+    assert out.shape == (S, D) and w.shape == (S, T)

@@ -267,6 +267,7 @@ def _check_attention(ns):
     bool_mask[..., 0] = False
     bool_mask[0, 1, 2, 0] = True
     float_mask = rng.standard_normal((s, t))
+    bool_mask = ~bool_mask                          # torch's function convention: True = takes part
     cases = [("none", None, 0.0), ("bool", bool_mask, 0.0), ("bool+dropout", bool_mask, 0.25),
              ("float+dropout", float_mask, 0.4)]
     for name, mask, p in cases:
@@ -276,7 +277,7 @@ def _check_attention(ns):
         if mask is None:
             additive = np.zeros((s, t))
         elif mask.dtype == bool:
-            additive = np.where(mask, -np.inf, 0.0)
+            additive = np.where(mask, 0.0, -np.inf)
         else:
             additive = mask
         ddq, ddk, ddv = ns["attention_grads"](do, q, k, v, additive, cache.dropout.mask, p)

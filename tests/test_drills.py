@@ -145,7 +145,10 @@ def positional_encoding(S, D): return nn.sinusoidal_table(S, D, np.float64)
     "scaled_dot_product_attention": """
 from numpy_transformer import functional as F
 def attention_forward(q, k, v, mask=None, causal=False):
-    return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=causal)
+    if mask is None:                          # the drill's mask: True = may NOT attend; the library's: True = may
+        return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal)
+    blocked = mask | F.causal_mask(q.shape[-2], k.shape[-2]) if causal else mask
+    return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=~blocked)
 def attention_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
 """,
     "multi_head_attention": """

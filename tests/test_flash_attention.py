@@ -28,23 +28,32 @@ def problems(draw):
 
 
 def _mask(kind, rng, b, h, s, t):
-    """A mask in our convention (bool True = may not attend), never masking key 0 for every query so
-    torch's own SDPA (NaN on fully masked rows in some versions) stays defined."""
+    """A mask in torch's function convention (bool True = takes part), never masking key 0 for every
+    query so that no row is fully masked (tested on its own below)."""
     if kind == "none":
         return None
     if kind == "bool":
-        m = rng.random((b, h, s, t)) < 0.4
-        m[..., 0] = False
+        m = rng.random((b, h, s, t)) >= 0.4
+        m[..., 0] = True
         return m
     if kind == "float":
         return rng.standard_normal((s, t))
     if kind == "padding":
-        pad = rng.random((b, t)) < 0.4
-        pad[:, 0] = False
+        pad = rng.random((b, t)) >= 0.4
+        pad[:, 0] = True
         return pad[:, None, None, :]
     m = np.full((s, t), -1000.0)                     # every score far below 0: underflow-prone
     m[:, 0] = -np.inf if t > 1 else -1000.0
     return m
+
+
+def _with_causal(mask, s, t):
+    """``mask`` and causality as one mask: what the tiled path computes from ``attn_mask`` plus
+    ``is_causal=True`` (the standard path and torch's function refuse the two together)."""
+    allowed = ~F.causal_mask(s, t)                   # (S, T), True = may attend
+    if mask is None:
+        return allowed
+    return mask & allowed if mask.dtype == bool else np.where(allowed, mask, -np.inf)
 
 
 @given(problems())
@@ -56,16 +65,16 @@ def test_flash_matches_standard_and_torch(problem):
     mask = _mask(kind, rng, b, h, s, t)
     out, cache = F.flash_attention_forward(q, k, v, attn_mask=mask, is_causal=causal, block_q=bq, block_k=bk)
     dq, dk, dvv = F.flash_attention_backward(do, cache)
-    ref, rcache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=causal)
+    both = mask is not None and causal
+    ref_mask, ref_causal = (_with_causal(mask, s, t), False) if both else (mask, causal)
+    ref, rcache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=ref_mask, is_causal=ref_causal)
     rq, rk, rv = F.scaled_dot_product_attention_backward(do, rcache)
     ctx = f"(B,H,S,T,Dh,Dv)={(b, h, s, t, dh, dv)} causal={causal} mask={kind} blocks=({bq},{bk}): "
     assert_close({"out": (out, ref), "dq": (dq, rq), "dk": (dk, rk), "dv": (dvv, rv)}, context=ctx)
-    # torch's SDPA: its bool masks mean True = MAY attend, the opposite of ours; pass it additively.
-    tm = None if mask is None else torch.from_numpy(np.where(mask, -np.inf, 0.0) if mask.dtype == bool else mask)
+    # torch's function: the same mask convention, handed over unchanged
+    tm = None if ref_mask is None else torch.from_numpy(np.ascontiguousarray(ref_mask))
     ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-    if causal and tm is not None:
-        tm = tm + torch.from_numpy(np.where(F.causal_mask(s, t), -np.inf, 0.0))
-    to = TF.scaled_dot_product_attention(*ts, attn_mask=tm, is_causal=causal and tm is None)
+    to = TF.scaled_dot_product_attention(*ts, attn_mask=tm, is_causal=ref_causal)
     to.backward(torch.from_numpy(do))
     assert_close({"out": (out, to), "dq": (dq, ts[0].grad), "dk": (dk, ts[1].grad), "dv": (dvv, ts[2].grad)},
                  context="vs torch " + ctx)
@@ -74,8 +83,8 @@ def test_flash_matches_standard_and_torch(problem):
 def test_fully_masked_rows_are_zero_without_nan():
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 2, 6, 4)) for _ in range(3))
-    mask = np.zeros((6, 6), bool)
-    mask[2] = True                                   # query 2 may attend to nothing
+    mask = np.ones((6, 6), bool)
+    mask[2] = False                                  # query 2 may attend to nothing (True = takes part)
     out, cache = F.flash_attention_forward(q, k, v, attn_mask=mask, block_q=4, block_k=4)
     dq, dk, dv = F.flash_attention_backward(rng.standard_normal(out.shape), cache)
     assert np.all(out[:, :, 2] == 0) and np.all(dq[:, :, 2] == 0)
@@ -126,6 +135,26 @@ def test_layer_tiled_equals_standard(norm_first, kwargs):
         kw["src_key_padding_mask"] = pad
     pairs = {"out": (tiled(x, **kw), std(x, **kw)), "dx": (tiled.backward(dy), std.backward(dy))}
     for (name, p), q in zip(tiled.named_parameters(), std.parameters()):
+        pairs[name] = (p.grad, q.grad)
+    assert_close(pairs)
+
+
+@pytest.mark.parametrize("extras", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("masks", ["none", "is_causal", "is_causal+padding", "per_head+padding"])
+def test_mha_tiled_equals_standard_with_bias_kv_and_zero_attn(extras, masks):
+    """The appended keys (add_bias_kv, add_zero_attn) are attended by every query on the tiled path too
+    (causality does not skip them), and bias_k/bias_v get the same gradients."""
+    from numpy_transformer.registry import make_masks
+    rng = np.random.default_rng(4)
+    b, s, d, h = 2, 5, 8, 2
+    mods = [nt.MultiheadAttention(d, h, add_bias_kv=extras[0], add_zero_attn=extras[1], dtype=np.float64, seed=2,
+                                  attention=a, block_size=2) for a in ("tiled", "standard")]
+    x, dy = rng.standard_normal((b, s, d)), rng.standard_normal((b, s, d))
+    am, kpm, causal = make_masks(masks, b, h, s, s, np.float64, rng)
+    outs = [m(x, x, x, attn_mask=am, key_padding_mask=kpm, is_causal=causal, need_weights=False)[0] for m in mods]
+    grads = [m.backward(dy, sum_inputs=True) for m in mods]
+    pairs = {"out": tuple(outs), "dx": tuple(grads)}
+    for (name, p), q in zip(mods[0].named_parameters(), mods[1].parameters()):
         pairs[name] = (p.grad, q.grad)
     assert_close(pairs)
 

@@ -262,36 +262,20 @@ def attention_case(draw):
 
 
 def _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype):
+    """q, k, v and the registry's mask of that kind, in torch's function convention (True = takes part)."""
     q, k, v = randn(rng, lead + (s, dh), dtype), randn(rng, lead + (tt, dh), dtype), randn(rng, lead + (tt, dv), dtype)
-    keep0 = np.zeros(tt, bool)
-    keep0[0] = True
-    mask, is_causal = None, False
-    if mask_kind == "bool":                                   # (S, T), True = may not attend
-        mask = (rng.random((s, tt)) < 0.4) & ~keep0
-    elif mask_kind == "bool_full":                            # (..., S, T)
-        mask = (rng.random(lead + (s, tt)) < 0.4) & ~keep0
-    elif mask_kind == "float":
-        mask = randn(rng, (s, tt), dtype)
-        mask[(rng.random((s, tt)) < 0.2) & ~keep0] = -np.inf
-    elif mask_kind == "float_full":
-        mask = randn(rng, lead + (s, tt), dtype)
-    elif mask_kind == "is_causal":
-        is_causal = True
-    elif mask_kind == "fully_masked_rows":                    # some rows lose every key
-        mask = rng.random(lead + (s, tt)) < 0.5
-        mask[..., 0, :] = True
+    mask, is_causal = registry.sdpa_mask(mask_kind, lead, s, tt, dtype, rng)
     return q, k, v, mask, is_causal
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(case=attention_case(), p=st.sampled_from([0.1, 0.5, 1.0]), seed=seeds)
-def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
-    """Attention dropout (mask replayed) and a mask combined with is_causal, against the twin's
-    ``attention`` (torch's SDPA cannot replay a dropout mask nor take both a mask and is_causal)."""
+def test_sdpa_dropout_vs_reference(dtype, case, p, seed):
+    """Attention dropout (mask replayed) with every mask kind and is_causal, against the twin's
+    ``attention`` (torch's SDPA cannot replay a dropout mask)."""
     lead, s, tt, dh, dv, mask_kind, scale = case
     rng = np.random.default_rng(seed)
-    q, k, v, mask, _ = _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype)
-    is_causal = bool(rng.integers(2))
+    q, k, v, mask, is_causal = _sdpa_inputs(rng, lead, s, tt, dh, dv, mask_kind, dtype)
     out, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale,
                                                         dropout_p=p, training=True, rng=np.random.default_rng(seed))
     g = randn(rng, out.shape, dtype)
@@ -299,14 +283,54 @@ def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
     check_dtypes(dtype, out=out, dq=dq, dk=dk, dv=dv_)
 
     def reference(q, k, v, m, keep):
-        add = None if m is None else R.additive_mask(m, q.dtype)
+        # the twin's masks are the modules' (True = masked out): a bool mask of torch's function inverted
+        add = None if m is None else R.additive_mask(~m if m.dtype == torch.bool else m, q.dtype)
         if is_causal:
-            c = R.additive_mask(R.causal_mask(s, tt), q.dtype)
-            add = c if add is None else add + c
+            add = R.additive_mask(R.causal_mask(s, tt), q.dtype)
         return R.attention(q, k, v, add, dropout_p=p, training=True, dropout_mask=keep, scale=scale)[0]
 
     against_torch(dtype, {"out": out, "dq": dq, "dk": dk, "dv": dv_}, reference, {"q": q, "k": k, "v": v}, g,
                   consts={"m": mask, "keep": cache.dropout.mask})
+
+
+def test_sdpa_bool_mask_is_torchs_function_convention():
+    """A torch user's lower-triangular bool mask (True = may attend) means the same here: it equals
+    is_causal=True on both sides, and its inverse is a different answer."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 4, 3)) for _ in range(3))
+    tril = np.tril(np.ones((4, 4), bool))
+    ours, _ = F.scaled_dot_product_attention_forward(q, k, v, tril)
+    causal, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
+    ref = TF.scaled_dot_product_attention(*(torch.from_numpy(a) for a in (q, k, v)), torch.from_numpy(tril))
+    np.testing.assert_allclose(ours, causal, rtol=1e-13, atol=1e-15)
+    assert_close({"out": (ours, ref)})
+    inverted, _ = F.scaled_dot_product_attention_forward(q, k, v, ~tril)
+    assert not np.allclose(inverted[:, :-1], ours[:, :-1])
+    # the modules' helper turns their convention into this one
+    np.testing.assert_array_equal(F.module_to_sdpa_mask(F.causal_mask(4)), tril)
+
+
+def test_sdpa_arguments_in_torchs_order_and_refusals():
+    """Positional order as torch (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+    a mask with is_causal is refused as torch refuses it; enable_gqa=True is not implemented."""
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
+    a, _ = F.scaled_dot_product_attention_forward(q, k, v, None, 0.0, True, 0.7)
+    b, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True, scale=0.7)
+    np.testing.assert_array_equal(a, b)
+    ref = TF.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), None, 0.0, True, scale=0.7)
+    assert_close({"out": (a, ref)})
+    mask = np.ones((3, 3), bool)
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal"):
+        TF.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), torch.from_numpy(mask),
+                                        is_causal=True)
+    for fn in (F.scaled_dot_product_attention_forward, F.flash_attention_forward):
+        with pytest.raises(NotImplementedError, match="enable_gqa"):
+            fn(q, k, v, enable_gqa=True)
+        with pytest.raises(ValueError, match="dropout_p=0.5 needs rng"):
+            fn(q, k, v, dropout_p=0.5)
+    with pytest.raises(ValueError, match="attn_mask and is_causal=True were both given"):
+        F.scaled_dot_product_attention_forward(q, k, v, mask, is_causal=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -323,7 +347,7 @@ def test_sdpa_dropout_and_mask_with_causal_vs_reference(dtype, case, p, seed):
 def test_op_vs_torch(name, dtype, data):
     """Each op's forward and every gradient, on shapes and options drawn by the registry, against
     torch's implementation in ``reference_torch.table.OPS`` with the same random upstream gradient
-    (masks in our convention; the table translates them for torch, e.g. SDPA's bool True = MAY attend).
+    (masks in the convention of torch's function of the same name, handed to torch unchanged).
     Fully masked rows give zeros on both sides."""
     case = registry.OPS[name]
     d = case.draw(HypothesisChooser(data), dtype)

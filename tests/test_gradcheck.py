@@ -126,17 +126,18 @@ def attention_setup(draw):
         mask = draw(_bool_mask((s, t)), label="bool mask")          # fully masked rows allowed
     elif kind == "float":
         mask = draw(arrays(np.float64, (s, t), elements=st.sampled_from([0.0, -1.5, 2.0, -np.inf])), label="mask")
-    return lead, s, t, dh, dv, mask, draw(st.booleans(), label="is_causal")
+    # as torch's function, a mask and is_causal=True are not given together
+    return lead, s, t, dh, dv, mask, draw(st.booleans(), label="is_causal") if mask is None else False
 
 
 @given(seed=seeds, setup=attention_setup(), scale=st.sampled_from([None, 0.3]))
 def test_scaled_dot_product_attention(seed, setup, scale):
     lead, s, t, dh, dv, mask, is_causal = setup
     rng = np.random.default_rng(seed)
-    inputs = {"q": rng.standard_normal((*lead, s, dh)), "k": rng.standard_normal((*lead, t, dh)),
-              "v": rng.standard_normal((*lead, t, dv)), "attn_mask": mask, "is_causal": is_causal, "scale": scale}
+    inputs = {"query": rng.standard_normal((*lead, s, dh)), "key": rng.standard_normal((*lead, t, dh)),
+              "value": rng.standard_normal((*lead, t, dv)), "attn_mask": mask, "is_causal": is_causal, "scale": scale}
     res = _ok(gradcheck(F.scaled_dot_product_attention_forward, F.scaled_dot_product_attention_backward,
-                        inputs, wrt=["q", "k", "v"], seed=seed, verbose=False))
+                        inputs, wrt=["query", "key", "value"], seed=seed, verbose=False))
     if mask is not None and mask.dtype != np.bool_:          # a float mask is an input, but a constant here
         assert ("attn_mask", "not in wrt") in res.skipped
 
@@ -145,11 +146,11 @@ def test_scaled_dot_product_attention(seed, setup, scale):
 def test_flash_attention(seed, setup, block_q, block_k):
     lead, s, t, dh, dv, mask, is_causal = setup
     rng = np.random.default_rng(seed)
-    inputs = {"q": rng.standard_normal((*lead, s, dh)), "k": rng.standard_normal((*lead, t, dh)),
-              "v": rng.standard_normal((*lead, t, dv)), "attn_mask": mask, "is_causal": is_causal,
+    inputs = {"query": rng.standard_normal((*lead, s, dh)), "key": rng.standard_normal((*lead, t, dh)),
+              "value": rng.standard_normal((*lead, t, dv)), "attn_mask": mask, "is_causal": is_causal,
               "block_q": block_q, "block_k": block_k}
-    _ok(gradcheck(F.flash_attention_forward, F.flash_attention_backward, inputs, wrt=["q", "k", "v"], seed=seed,
-                  verbose=False))
+    _ok(gradcheck(F.flash_attention_forward, F.flash_attention_backward, inputs, wrt=["query", "key", "value"],
+                  seed=seed, verbose=False))
 
 
 def _mha_backward(dout, cache):
@@ -168,12 +169,17 @@ def mha_setup(draw):
     attn_mask = draw(st.one_of(st.none(), _bool_mask((s, t)), _bool_mask((b * h, s, t)),
                                arrays(np.float64, (s, t), elements=st.floats(-3, 3))), label="attn_mask")
     kpm = draw(st.one_of(st.none(), _bool_mask((b, t))), label="key_padding_mask")
-    return b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, draw(st.booleans(), label="is_causal")
+    is_causal = draw(st.booleans(), label="is_causal")
+    if is_causal and attn_mask is not None:          # the hint must be right: then the mask is the causal one
+        attn_mask = F.causal_mask(s, t) if attn_mask.ndim == 2 else np.broadcast_to(F.causal_mask(s, t), attn_mask.shape)
+    extras = draw(st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
+                  label="add_bias_kv, add_zero_attn")
+    return b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal, extras
 
 
 @given(seed=seeds, setup=mha_setup(), tiled=st.booleans())
 def test_multi_head_attention(seed, setup, tiled):
-    b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal = setup
+    b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal, (bias_kv, zero_attn) = setup
     rng = np.random.default_rng(seed)
     n = rng.standard_normal
     inputs = {"query": n((b, s, d)), "key": n((b, t, kdim)), "value": n((b, t, vdim)), "num_heads": h}
@@ -184,9 +190,11 @@ def test_multi_head_attention(seed, setup, tiled):
     inputs["in_proj_bias"] = n(3 * d) if bias else None
     inputs.update(out_proj_weight=n((d, d)), out_proj_bias=n(d) if bias else None, attn_mask=attn_mask,
                   key_padding_mask=kpm, is_causal=is_causal, attention="tiled" if tiled else "standard",
-                  block_size=2)
+                  block_size=2, add_zero_attn=zero_attn)
+    if bias_kv:
+        inputs.update(bias_k=n((1, 1, d)), bias_v=n((1, 1, d)))
     wrt = [k for k, v in inputs.items() if isinstance(v, np.ndarray) and k.endswith(("query", "key", "value",
-                                                                                     "weight", "bias"))]
+                                                                                     "weight", "bias", "_k", "_v"))]
     _ok(gradcheck(F.multi_head_attention_forward, _mha_backward, inputs, wrt=wrt, seed=seed, verbose=False))
 
 
@@ -242,9 +250,10 @@ def test_module_activations_dropout_positional(seed, shape, approximate):
 @HEAVY
 @given(seed=seeds, setup=mha_setup(), batch_first=st.booleans(), tiled=st.booleans())
 def test_module_multihead_attention(seed, setup, batch_first, tiled):
-    b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal = setup
+    b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal, (bias_kv, zero_attn) = setup
     rng = np.random.default_rng(seed)
-    m = nt.MultiheadAttention(d, h, dropout=0.3, bias=bias, kdim=kdim if separate else None,
+    m = nt.MultiheadAttention(d, h, dropout=0.3, bias=bias, add_bias_kv=bias_kv, add_zero_attn=zero_attn,
+                              kdim=kdim if separate else None,
                               vdim=vdim if separate else None, batch_first=batch_first, dtype=np.float64,
                               seed=seed, attention="tiled" if tiled else "standard", block_size=2)
     _randomise_norms(m, rng)
@@ -367,12 +376,13 @@ def test_detects_gelu_and_attention_bugs_with_hints():
     assert "wrong sign" in check.note
 
     rng = np.random.default_rng(4)
-    qkv = {"q": rng.standard_normal((2, 3, 4)), "k": rng.standard_normal((2, 5, 4)), "v": rng.standard_normal((2, 5, 2))}
+    qkv = {"query": rng.standard_normal((2, 3, 4)), "key": rng.standard_normal((2, 5, 4)),
+           "value": rng.standard_normal((2, 5, 2))}
 
     def unscaled(dout, cache):                                # forgets the 1/sqrt(Dh) on dq and dk
         dq, dk, dv = F.scaled_dot_product_attention_backward(dout, cache)
         return dq * 2, dk, dv
-    check = _failed(gradcheck(F.scaled_dot_product_attention_forward, unscaled, qkv, verbose=False), "q")
+    check = _failed(gradcheck(F.scaled_dot_product_attention_forward, unscaled, qkv, verbose=False), "query")
     assert "times 2" in check.note
 
 

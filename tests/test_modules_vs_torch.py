@@ -2,8 +2,8 @@
 
 * ``torch.nn``: for nt.Linear, nt.Embedding, nt.LayerNorm, nt.MultiheadAttention,
   nt.TransformerEncoderLayer and nt.TransformerEncoder, hypothesis draws the configuration (B, S, T,
-  H, Dh, F, activation, norm_first, batch_first, bias, eps, kdim/vdim, masks, need_weights,
-  average_attn_weights, layers, final norm); the torch module (dropout 0, random weights *and*
+  H, Dh, F, activation, norm_first, batch_first, unbatched, bias, eps, kdim/vdim, add_bias_kv,
+  add_zero_attn, masks, need_weights, average_attn_weights, layers, final norm); the torch module (dropout 0, random weights *and*
   biases) is copied into ours with ``load_state_dict({k: v.detach().numpy()})``; output, attention
   weights, every input gradient and every named parameter gradient are compared, under a random
   upstream gradient. The drawing and running code is :mod:`reference_torch.check`'s, so the checker
@@ -28,7 +28,7 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 import reference_torch as R
-from reference_torch import check, convert
+from reference_torch import check, convert, table
 from reference_torch.check import HypothesisChooser
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
@@ -81,6 +81,88 @@ def test_vs_torch_nn_mask_kinds_explicit(kind, mask):
     cfg = check.draw_config(kind, check.RandomChooser(np.random.default_rng(len(kind) * 7 + len(mask))))
     cfg.update(mode="self", S=4, T=4, kdim=None, vdim=None, mask=mask)
     verify(check.compare(cfg, "torch.nn"), np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("extras", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("unbatched", [False, True])
+@pytest.mark.parametrize("mask", ["none", "is_causal", "causal_float", "per_head+padding", "float+padding",
+                                  "is_causal+padding"])
+def test_mha_add_bias_kv_add_zero_attn_unbatched_vs_torch_nn(dtype, extras, unbatched, mask):
+    """add_bias_kv / add_zero_attn (bias_k, bias_v and their gradients; masks padded as torch pads them)
+    and unbatched (S, D) inputs, every mask kind, with and without the attention weights."""
+    for need_weights in (False, True):
+        cfg = check.draw_config("MultiheadAttention", check.RandomChooser(np.random.default_rng(len(mask) + 3 * unbatched)),
+                                dtype=dtype, mode="self", mask=mask, unbatched=unbatched, add_bias_kv=extras[0],
+                                add_zero_attn=extras[1], **(check.FLOAT32_SIZES if dtype == "float32" else {}))
+        cfg.update(need_weights=need_weights)
+        res = check.compare(cfg, "torch.nn")
+        assert ("grad.bias_k" in res.pairs) == extras[0]
+        verify(res, np.dtype(dtype))
+
+
+@pytest.mark.parametrize("kind", ["TransformerEncoderLayer", "TransformerEncoder"])
+@pytest.mark.parametrize("mask", ["none", "is_causal", "causal_bool+padding", "per_head"])
+def test_encoder_unbatched_vs_torch_nn(kind, mask):
+    """torch's encoder layer and encoder accept unbatched (S, D) input (masks (S, S) / (H, S, S), (S,))."""
+    for dtype in ("float64", "float32"):
+        cfg = check.draw_config(kind, check.RandomChooser(np.random.default_rng(len(mask))), dtype=dtype,
+                                mask=mask, unbatched=True, **(check.FLOAT32_SIZES if dtype == "float32" else {}))
+        verify(check.compare(cfg, "torch.nn"), np.dtype(dtype))
+
+
+def test_bias_kv_initialisation_matches_torch_xavier_normal():
+    """bias_k, bias_v (1, 1, E): torch's xavier_normal_ (fan_in = fan_out = E, std sqrt(1/E), mean 0)."""
+    e = 4096
+    ours = nt.MultiheadAttention(e, 1, add_bias_kv=True, dtype=np.float64, seed=0)
+    tnn = torch.nn.MultiheadAttention(e, 1, add_bias_kv=True, dtype=torch.float64)
+    for name in ("bias_k", "bias_v"):
+        a, b = ours.state_dict()[name], tnn.state_dict()[name].numpy()
+        assert a.shape == b.shape == (1, 1, e)
+        for x in (a, b):                           # 4096 draws: the std is known to about 1.1%
+            assert abs(x.std() / np.sqrt(1.0 / e) - 1) < 0.05 and abs(x.mean()) < 5 * np.sqrt(1.0 / e) / np.sqrt(e)
+    assert not np.array_equal(ours.bias_k.data, ours.bias_v.data)
+    assert list(ours.state_dict()) == list(tnn.state_dict())
+
+
+@pytest.mark.parametrize("kind", ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"])
+def test_is_causal_hint_against_torch(kind):
+    """What torch does with the is_causal hint, and what we do:
+
+    * no mask: torch raises "Need attn_mask if specifying the is_causal hint"; we apply the causal
+      mask (documented difference) -- which is torch's answer with the causal mask given;
+    * the right hint: torch's answer (whichever path it takes) is ours;
+    * a wrong hint: torch's answer depends on the code path (the hint without need_weights, the mask
+      with it), so we refuse it (tests/test_bad_input.py)."""
+    rng = np.random.default_rng(0)
+    d, h, s = 4, 2, 3
+    x = rng.standard_normal((2, s, d))
+    xt = torch.from_numpy(x)
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+    if kind == "MultiheadAttention":
+        ours = nt.MultiheadAttention(d, h, dtype=np.float64, seed=1)
+        tm = table.torch_module(ours)
+        run_t = lambda **kw: tm(xt, xt, xt, need_weights=False, **kw)[0]
+        run_o = lambda **kw: ours(x, x, x, need_weights=False, **kw)[0]
+        mask_kw = "attn_mask"
+    else:
+        layer = nt.TransformerEncoderLayer(d, h, 8, dropout=0.0, dtype=np.float64, seed=1)
+        ours = layer if kind == "TransformerEncoderLayer" else nt.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        tm = table.torch_module(ours)
+        run_t, run_o = (lambda **kw: tm(xt, **kw)), (lambda **kw: ours(x, **kw))
+        mask_kw = "src_mask" if kind == "TransformerEncoderLayer" else "mask"
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        run_t(is_causal=True)
+    with torch.no_grad():
+        ref = run_t(**{mask_kw: causal, "is_causal": True})
+        assert_close({"hint alone vs torch's mask": (run_o(is_causal=True), ref)})
+        assert_close({"right hint": (run_o(**{mask_kw: causal.numpy(), "is_causal": True}), ref)})
+        wrong = torch.zeros(s, s, dtype=torch.bool)
+        wrong[:, 1] = True
+        torch_wrong = run_t(**{mask_kw: wrong, "is_causal": True})
+        assert not torch.allclose(torch_wrong, run_t(**{mask_kw: wrong}))   # torch used the hint, not the mask
+    with pytest.raises(ValueError, match="is_causal=True is a hint"):
+        run_o(**{mask_kw: wrong.numpy(), "is_causal": True})
 
 
 # ------------------------------------------------------------------------------------------------

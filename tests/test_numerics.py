@@ -297,14 +297,15 @@ def test_huge_finite_inputs_raise_no_warnings(dtype):
 @pytest.mark.parametrize("mask_kind", ["bool", "float"])
 def test_fully_masked_rows_zero_output_and_gradient_like_torch_sdpa(dtype, path, mask_kind):
     """The documented behaviour: a query row whose keys are all masked outputs zeros and gets zero
-    gradient (torch.nn.functional.scaled_dot_product_attention gives exactly that)."""
+    gradient (torch.nn.functional.scaled_dot_product_attention gives exactly that, not NaN, in 2.13)."""
     rng = np.random.default_rng(1)
     b, h, s, t, dh = 2, 2, 5, 6, 4
     q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((b, h, s, dh), (b, h, t, dh), (b, h, t, dh)))
     masked = rng.random((b, h, s, t)) < 0.3
     masked[0, 0, 1] = True                                      # one row with every key masked
     masked[1, :, 4] = True                                      # and the last query of batch 1, every head
-    mask = masked if mask_kind == "bool" else np.where(masked, -np.inf, 0.0).astype(dtype)
+    # torch's function convention: a bool mask is True where the query takes part
+    mask = ~masked if mask_kind == "bool" else np.where(masked, -np.inf, 0.0).astype(dtype)
     g = rng.standard_normal((b, h, s, dh)).astype(dtype)
     if path == "standard":
         out, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask)
@@ -313,7 +314,7 @@ def test_fully_masked_rows_zero_output_and_gradient_like_torch_sdpa(dtype, path,
         out, cache = F.flash_attention_forward(q, k, v, attn_mask=mask, block_q=2, block_k=4)
         dq, dk, dv = F.flash_attention_backward(g, cache)
     qt, kt, vt = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (q, k, v))
-    tmask = torch.from_numpy(~masked if mask_kind == "bool" else mask)      # torch SDPA bool: True = MAY attend
+    tmask = torch.from_numpy(mask)                                          # the same mask, unchanged
     ref = TF.scaled_dot_product_attention(qt, kt, vt, attn_mask=tmask)
     ref.backward(torch.from_numpy(g))
     dead = masked.all(axis=-1)                                              # (B, H, S)

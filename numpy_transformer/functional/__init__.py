@@ -21,7 +21,7 @@ is the import path):
 ``softmax.py``                    ``softmax_forward/backward``
 ``loss.py``                       ``cross_entropy_forward/backward`` (torch's layout: class axis at dim 1)
 ``dropout.py``                    ``dropout_forward/backward``
-``masks.py``                      ``causal_mask``, ``merge_masks``
+``masks.py``                      ``causal_mask``, ``module_to_sdpa_mask``, ``merge_masks``
 ``attention.py``                  ``scaled_dot_product_attention_forward/backward``
 ``multi_head_attention.py``       ``multi_head_attention_forward/backward``
 ``tiled_attention.py``            ``flash_attention_forward/backward`` (memory linear in S)
@@ -37,7 +37,7 @@ from .dropout import DropoutCache, dropout_backward, dropout_forward
 from .embedding import EmbeddingCache, embedding_backward, embedding_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .loss import CrossEntropyCache, cross_entropy_backward, cross_entropy_forward, log_softmax
-from .masks import _additive, causal_mask, merge_masks
+from .masks import _additive, causal_mask, check_causal_hint, is_causal_mask, merge_masks, module_to_sdpa_mask
 from .multi_head_attention import (MultiHeadAttentionCache, _merge_heads, _split_heads,
                                    multi_head_attention_backward, multi_head_attention_forward)
 from .norms import (LayerNormCache, RMSNormCache, layer_norm_backward, layer_norm_forward, rms_norm_backward,
@@ -58,5 +58,5 @@ __all__ = [
     "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
     "multi_head_attention_forward", "multi_head_attention_backward",
     "flash_attention_forward", "flash_attention_backward",
-    "merge_masks", "causal_mask", "erf", "erfc",
+    "merge_masks", "causal_mask", "module_to_sdpa_mask", "is_causal_mask", "check_causal_hint", "erf", "erfc",
 ]

@@ -1,4 +1,5 @@
-"""Scaled dot-product attention ``softmax(q k^T / sqrt(Dh) + mask) v``, forward and backward."""
+"""Scaled dot-product attention ``softmax(q k^T / sqrt(Dh) + mask) v``, forward and backward, as
+``torch.nn.functional.scaled_dot_product_attention`` (its arguments and its mask convention)."""
 
 from __future__ import annotations
 
@@ -24,27 +25,58 @@ class AttentionCache(NamedTuple):
     out: np.ndarray               # (..., S, Dv) the forward's output (gives the softmax row sums cheaply)
 
 
-def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None,
-                                         dropout_p=0.0, training=True, rng=None, dropout_mask=None,
-                                         out=None):
-    """``out = dropout(softmax(q @ k^T * scale + mask)) @ v`` with ``scale = 1/sqrt(Dh)``.
+def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name):
+    """torch's refusals, with messages naming the argument."""
+    if enable_gqa:
+        raise NotImplementedError(f"{name}: enable_gqa=True (grouped-query attention, key/value with fewer "
+                                  "heads than query) is not implemented yet; pass enable_gqa=False with "
+                                  "key and value repeated to the query's heads")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{name}: attn_mask and is_causal=True were both given; as torch's "
+                         "scaled_dot_product_attention, give one: is_causal=True alone for the causal mask, "
+                         "or an attn_mask that includes causality (e.g. mask & ~causal_mask(S, T))")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{name}: dropout_p must be in [0, 1], got {dropout_p}")
+    if training and dropout_p > 0.0 and rng is None and dropout_mask is None:
+        raise ValueError(f"{name}: dropout_p={dropout_p} needs rng (a numpy.random.Generator) or dropout_mask "
+                         "(a bool keep-mask) to draw the attention dropout from")
 
-    Mask convention (as ``torch.nn.MultiheadAttention``, the opposite of
-    ``torch.nn.functional.scaled_dot_product_attention``'s bool masks): a **bool** mask is True where a
-    query **may not** attend; a **float** mask is added to the scores. Rows with every key masked output
-    zeros.
+
+def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                         scale=None, enable_gqa=False, *, training=True, rng=None,
+                                         dropout_mask=None, out=None):
+    """``out = dropout(softmax(query @ key^T * scale + mask)) @ value``, as
+    ``torch.nn.functional.scaled_dot_product_attention`` (same arguments, order and mask convention).
+
+    Mask convention (torch's function; the modules read a bool mask the other way round, see
+    :mod:`.masks`): a **bool** mask is True where a query **takes part** in attention (may attend that
+    key), False where it may not; a **float** mask is added to the scores. ``is_causal=True`` masks key
+    j > query i (top-left aligned when S != T, as torch); as torch, it may not be combined with
+    ``attn_mask``. A query row with every key masked outputs zeros and gets zero gradient: torch's
+    function gives the same (zeros, not NaN; checked against torch 2.13's CPU kernels in
+    ``tests/test_numerics.py``), while ``torch.nn.MultiheadAttention`` gives NaN there.
 
     Parameters
     ----------
-    q : ndarray, shape (..., S, Dh)
-    k : ndarray, shape (..., T, Dh)
-    v : ndarray, shape (..., T, Dv)
+    query : ndarray, shape (..., S, Dh)
+    key : ndarray, shape (..., T, Dh)
+    value : ndarray, shape (..., T, Dv)
     attn_mask : ndarray, optional
-        Broadcastable to (..., S, T).
+        Broadcastable to (..., S, T): bool (True = takes part) or float (added). Note that
+        :func:`causal_mask` is in the modules' convention (True = masked out): here pass
+        ``~causal_mask(S, T)``, or ``is_causal=True``.
+    dropout_p : float
+        Dropout on the attention probabilities. Torch's is random; ours is drawn from ``rng`` or replays
+        ``dropout_mask`` (and ``training=False`` turns it off), so a test can apply the same keep-mask
+        on both sides.
     is_causal : bool
-        Apply a causal mask (combined with ``attn_mask`` if both are given).
-    dropout_p, training, rng, dropout_mask : attention dropout (see :func:`dropout_forward`)
-    out : ndarray, shape (..., S, Dv), optional
+        Apply the causal mask. Refused together with ``attn_mask`` (ValueError; torch: RuntimeError).
+    scale : float, optional
+        Default ``1/sqrt(Dh)``.
+    enable_gqa : bool
+        Must be False: grouped-query attention is not implemented yet (True raises NotImplementedError).
+    training, rng, dropout_mask : keyword-only, the attention dropout (see :func:`dropout_forward`)
+    out : ndarray, shape (..., S, Dv), optional, keyword-only
         Where to write the output (e.g. a head-transposed view of the merged-heads buffer, so merging
         heads later costs no copy).
 
@@ -53,6 +85,9 @@ def scaled_dot_product_attention_forward(q, k, v, attn_mask=None, is_causal=Fals
     out : ndarray, shape (..., S, Dv)
     cache : AttentionCache
     """
+    _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
+                        "scaled_dot_product_attention_forward")
+    q, k, v = query, key, value
     s, t = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     # Scaling q (S*Dh numbers) is cheaper than scaling the scores (S*T numbers).

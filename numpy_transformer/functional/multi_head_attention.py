@@ -10,7 +10,7 @@ import numpy as np
 from ._dtypes import _scalar
 from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from .linear import LinearCache, linear_backward, linear_forward
-from .masks import merge_masks
+from .masks import causal_mask, check_causal_hint, merge_masks
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
 
@@ -20,6 +20,7 @@ class MultiHeadAttentionCache(NamedTuple):
     out_lin: LinearCache          # output projection
     packed: bool                  # q, k, v weights are row-blocks of one in_proj_weight
     fused: bool                   # self-attention: one GEMM made q, k and v
+    extra: tuple                  # (bias_kv, add_zero_attn): keys appended after the T projected ones
 
 
 def _split_heads(x, heads):
@@ -44,12 +45,31 @@ def _merge_heads_naive(x):
     return np.concatenate(list(np.moveaxis(x, 1, 0)), axis=-1)                  # (B, S, D)
 
 
+def _append_keys(x, bias, add_zero_attn, heads):
+    """(B, H, T, Dh) -> (B, H, T+e, Dh): the projected keys (or values), then ``bias`` (1, 1, D) as one
+    more position (``add_bias_kv``), then a zero position (``add_zero_attn``), as torch appends them."""
+    b, _, _, dh = x.shape
+    parts = [x]
+    if bias is not None:
+        parts.append(np.broadcast_to(bias.reshape(1, heads, 1, dh), (b, heads, 1, dh)))  # (B, H, 1, Dh)
+    if add_zero_attn:
+        parts.append(np.zeros((b, heads, 1, dh), dtype=x.dtype))                         # (B, H, 1, Dh)
+    return np.concatenate(parts, axis=-2)                                                # (B, H, T+e, Dh)
+
+
+def _pad_keys(mask, extra):
+    """A mask with ``extra`` more key columns that mask nothing (False, or 0 added), as torch pads it."""
+    if mask is None or extra == 0:
+        return mask
+    return np.concatenate([mask, np.zeros(mask.shape[:-1] + (extra,), dtype=mask.dtype)], axis=-1)
+
+
 def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=None, in_proj_bias=None,
                                  out_proj_weight=None, out_proj_bias=None, q_proj_weight=None,
                                  k_proj_weight=None, v_proj_weight=None, attn_mask=None,
                                  key_padding_mask=None, is_causal=False, dropout_p=0.0,
                                  training=True, rng=None, dropout_mask=None, attention="standard",
-                                 block_size=128):
+                                 block_size=128, bias_k=None, bias_v=None, add_zero_attn=False):
     """Multi-head attention on batch-first inputs, as ``torch.nn.MultiheadAttention``.
 
     ``Q = query Wq^T + bq``, ``K = key Wk^T + bk``, ``V = value Wv^T + bv`` (Wq, Wk, Wv the three
@@ -72,16 +92,24 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     out_proj_weight : ndarray, shape (D, D)
     out_proj_bias : ndarray, shape (D,), optional
     attn_mask, key_padding_mask, is_causal : see :func:`merge_masks`
+        The modules' (and ``torch.nn.functional.multi_head_attention_forward``'s) convention: bool
+        True = may NOT attend, float added; ``is_causal=True`` alone means the causal mask, with a mask
+        it must be the causal mask (a wrong hint is refused).
     dropout_p, training, rng, dropout_mask : attention dropout on the probabilities
     attention : {"standard", "tiled"}
         "tiled" uses :func:`flash_attention_forward` (memory linear in S; no weights returned).
     block_size : int
         Tile size of the tiled path.
+    bias_k, bias_v : ndarray, shape (1, 1, D), optional
+        ``add_bias_kv``: one more key and value (after the T projected ones) that every query may attend;
+        the masks get one more column that masks nothing, as torch pads them.
+    add_zero_attn : bool
+        One more key and value of zeros after those (masks padded likewise).
 
     Returns
     -------
     out : ndarray, shape (B, S, D)
-    probs : ndarray, shape (B, H, S, T), or None on the tiled path
+    probs : ndarray, shape (B, H, S, T'), or None on the tiled path (T' = T + the appended keys)
         The attention weights after dropout (what torch returns as ``attn_output_weights``).
     cache : MultiHeadAttentionCache
     """
@@ -106,18 +134,28 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         v, v_lin = linear_forward(value, wv, bv)                                # (B, T, D)
         in_lin = (q_lin, k_lin, v_lin)
         heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError("bias_k and bias_v go together (add_bias_kv): got only one of them")
+    extra = int(bias_k is not None) + int(bool(add_zero_attn))
+    if extra:                                             # the appended keys, and masks padded for them
+        heads = (heads[0], _append_keys(heads[1], bias_k, add_zero_attn, num_heads),
+                 _append_keys(heads[2], bias_v, add_zero_attn, num_heads))          # (B, H, T+e, Dh)
+        check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
+        if attn_mask is None and is_causal:
+            attn_mask = causal_mask(s, t)
+        attn_mask, key_padding_mask, is_causal = _pad_keys(attn_mask, extra), _pad_keys(key_padding_mask, extra), False
     ctx = np.empty((b, s, num_heads, dh), dtype=query.dtype)                     # (B, S, H, Dh)
     ctx_heads = ctx.transpose(0, 2, 1, 3)                                        # (B, H, S, Dh) view
     if attention == "tiled":
         causal_only = is_causal and attn_mask is None       # let the tiles skip the upper triangle
         mask = merge_masks(None if causal_only else attn_mask, key_padding_mask, False if causal_only else is_causal,
-                           b, num_heads, s, t, query.dtype)
+                           b, num_heads, s, t + extra, query.dtype)
         _, attn = flash_attention_forward(*heads, attn_mask=mask, is_causal=causal_only, block_q=block_size,
                                           block_k=block_size, dropout_p=dropout_p, training=training, rng=rng,
                                           dropout_mask=dropout_mask, out=ctx_heads)
         probs = None
     elif attention == "standard":
-        mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t, query.dtype)
+        mask = merge_masks(attn_mask, key_padding_mask, is_causal, b, num_heads, s, t + extra, query.dtype)
         _, attn = scaled_dot_product_attention_forward(*heads, attn_mask=mask, dropout_p=dropout_p,
                                                        training=training, rng=rng, dropout_mask=dropout_mask,
                                                        out=ctx_heads)
@@ -126,7 +164,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     else:
         raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
     out, out_lin = linear_forward(ctx.reshape(b, s, d), out_proj_weight, out_proj_bias)  # (B, S, D)
-    return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused)
+    extra = (bias_k is not None, bool(add_zero_attn))
+    return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused, extra)
 
 
 def multi_head_attention_backward(dout, cache, sum_inputs=False):
@@ -146,12 +185,14 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
     -------
     dquery, dkey, dvalue : ndarray
     grads : dict
-        ``in_proj_weight``/``in_proj_bias`` (packed) or ``q_proj_weight``... , ``out_proj.weight``,
+        ``in_proj_weight``/``in_proj_bias`` (packed) or ``q_proj_weight``... , ``bias_k``/``bias_v``
+        (with ``add_bias_kv``), ``out_proj.weight``,
         ``out_proj.bias`` (keys as torch's parameter names; bias entries absent without bias).
     """
-    in_lin, attn, out_lin, packed, fused = cache
+    in_lin, attn, out_lin, packed, fused, (bias_kv, zero_attn) = cache
     b, heads, s, dh = attn.q.shape
     d = heads * dh
+    t = attn.k.shape[-2] - bias_kv - zero_attn                                   # the projected keys
     dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
     dctx_heads = dctx.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)             # (B, H, S, Dh) view
     attention_backward = (flash_attention_backward if isinstance(attn, FlashAttentionCache)
@@ -160,7 +201,13 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
     if fused:
         dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)
         views = tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))    # 3 x (B, H, S, Dh)
-        attention_backward(dctx_heads, attn, out=views)
+        if bias_kv or zero_attn:              # the appended keys' rows are not in the fused buffer
+            dq, dk, dv = attention_backward(dctx_heads, attn)                   # (B, H, S or T+e, Dh)
+            _bias_kv_grads(grads, dk, dv, t, bias_kv)
+            for view, g in zip(views, (dq, dk[..., :t, :], dv[..., :t, :])):
+                view[...] = g
+        else:
+            attention_backward(dctx_heads, attn, out=views)
         dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
         x, w, has_bias = in_lin
         x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
@@ -173,7 +220,10 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
         if has_bias:
             grads["in_proj_bias"] = dqkv.sum(axis=0)                             # (3D,)
     else:
-        dq, dk, dv = attention_backward(dctx_heads, attn)                       # (B, H, S, Dh)
+        dq, dk, dv = attention_backward(dctx_heads, attn)                       # (B, H, S or T+e, Dh)
+        if bias_kv or zero_attn:
+            _bias_kv_grads(grads, dk, dv, t, bias_kv)
+            dk, dv = dk[..., :t, :], dv[..., :t, :]                              # (B, H, T, Dh)
         q_lin, k_lin, v_lin = in_lin
         dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)              # (B, S, D)
         dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                # (B, T, Dk)
@@ -188,3 +238,12 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
     if dbo is not None:
         grads["out_proj.bias"] = dbo
     return dquery, dkey, dvalue, grads
+
+
+def _bias_kv_grads(grads, dk, dv, t, bias_kv):
+    """``bias_k`` is key position T of every batch element (the zero key, if any, has no parameter):
+    its gradient is that position's head gradients summed over the batch, heads merged back to D."""
+    if bias_kv:
+        b, h, _, dh = dk.shape
+        grads["bias_k"] = dk[..., t, :].sum(axis=0).reshape(1, 1, h * dh)           # (1, 1, D)
+        grads["bias_v"] = dv[..., t, :].sum(axis=0).reshape(1, 1, h * dh)           # (1, 1, D)

@@ -9,6 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ._dtypes import _scalar
+from .attention import _check_sdpa_options
 from .masks import _additive
 
 
@@ -51,8 +52,9 @@ def _tile_dropout(dropout, gen, r0, r1, c0, c1, shape):
     return gen.random(shape, dtype=np.float32) >= p
 
 
-def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None, block_q=128, block_k=128,
-                            dropout_p=0.0, training=True, rng=None, dropout_mask=None, out=None):
+def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                            enable_gqa=False, *, block_q=128, block_k=128, training=True, rng=None,
+                            dropout_mask=None, out=None):
     """Attention by tiles with an online softmax: memory O(S) instead of O(S*T).
 
     Same result as :func:`scaled_dot_product_attention_forward` (without dropout). For each block of
@@ -62,19 +64,29 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
     by ``exp(m - m')``, so at the end ``out = acc / l`` is exactly ``softmax(s) v``. Only the output and
     the per-row log-sum-exp ``lse = m + log l`` are kept for the backward.
 
+    The arguments, their order and the mask convention are those of
+    :func:`scaled_dot_product_attention_forward` (torch's function), with one extension: ``attn_mask``
+    and ``is_causal=True`` may be given together (both apply; the tiles above the diagonal are skipped),
+    which is how multi-head attention's tiled path combines causality with a key-padding mask.
+
     Parameters
     ----------
-    q : ndarray, shape (..., S, Dh)
-    k : ndarray, shape (..., T, Dh)
-    v : ndarray, shape (..., T, Dv)
+    query : ndarray, shape (..., S, Dh)
+    key : ndarray, shape (..., T, Dh)
+    value : ndarray, shape (..., T, Dv)
     attn_mask : ndarray, optional
-        bool (True = may not attend) or additive float, broadcastable to (..., S, T).
+        bool (True = takes part in attention, as torch's function) or additive float, broadcastable
+        to (..., S, T).
+    dropout_p : float
     is_causal : bool
+        Mask key j > query i (top-left aligned); may be combined with ``attn_mask``.
     scale : float, optional
         Default 1/sqrt(Dh).
-    block_q, block_k : int
+    enable_gqa : bool
+        Must be False (grouped-query attention is not implemented yet).
+    block_q, block_k : int, keyword-only
         Tile sizes (any positive value; they need not divide S or T).
-    dropout_p, training, rng : attention dropout
+    training, rng : keyword-only, the attention dropout
         Each tile's keep-mask is drawn from a generator seeded from ``rng`` and *replayed* by the
         backward (same tiles, same order), so no (S, T) mask is ever stored.
     dropout_mask : ndarray of bool, optional
@@ -89,6 +101,9 @@ def flash_attention_forward(q, k, v, attn_mask=None, is_causal=False, scale=None
     """
     if block_q <= 0 or block_k <= 0:
         raise ValueError(f"block_q and block_k must be positive, got {block_q} and {block_k}")
+    _check_sdpa_options(None, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
+                        "flash_attention_forward")
+    q, k, v = query, key, value
     s_len, t_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     mask = None if attn_mask is None else _additive(attn_mask, q.dtype)

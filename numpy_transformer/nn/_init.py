@@ -21,3 +21,11 @@ def _xavier_uniform(rng, shape, dtype):
     fan_out, fan_in = shape
     bound = math.sqrt(6.0 / (fan_in + fan_out))
     return _uniform(rng, bound, shape, dtype)
+
+
+def _xavier_normal(rng, shape, dtype):
+    """torch's ``xavier_normal_``: N(0, 2 / (fan_in + fan_out)), with torch's fans for any rank
+    (fan_in = size(1) * receptive field, fan_out = size(0) * receptive field; for (1, 1, E) both are E)."""
+    receptive = math.prod(shape[2:])
+    fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+    return (rng.standard_normal(shape) * math.sqrt(2.0 / (fan_in + fan_out))).astype(dtype)

@@ -1,6 +1,7 @@
 """:class:`MultiheadAttention`, as ``torch.nn.MultiheadAttention``: packed or separate input
-projections, bool/float masks, attention dropout with a replayable mask, and the "standard" or
-"tiled" (online-softmax) computation from :mod:`numpy_transformer.functional`.
+projections, ``add_bias_kv``/``add_zero_attn``, batched or unbatched inputs, bool/float masks (torch's
+module convention), attention dropout with a replayable mask, and the "standard" or "tiled"
+(online-softmax) computation from :mod:`numpy_transformer.functional`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from .. import _trace
 from .. import functional as F
 from .._checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
                        check_probability)
-from ._init import _dtype_of, _xavier_uniform
+from ._init import _dtype_of, _xavier_normal, _xavier_uniform
 from .layers import Linear
 from .module import Module, Parameter
 
@@ -31,6 +32,12 @@ class MultiheadAttention(Module):
         Dropout on the attention probabilities (train mode only).
     bias : bool
         Biases on the input and output projections.
+    add_bias_kv : bool
+        Learned ``bias_k``/``bias_v`` parameters (1, 1, D) (torch's init, Xavier-normal): appended to the
+        projected keys and values as one more position every query may attend (the masks are padded
+        with one column that masks nothing, as torch pads them).
+    add_zero_attn : bool
+        One more key and value of zeros after those (masks padded likewise).
     kdim, vdim : int, optional
         Feature sizes of key and value (default D). When they differ from D the projections are the
         separate ``q_proj_weight``, ``k_proj_weight``, ``v_proj_weight`` instead of the packed
@@ -48,8 +55,9 @@ class MultiheadAttention(Module):
         Tile size of the tiled path.
     """
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 batch_first=True, dtype=np.float32, seed=None, attention="standard", block_size=128):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=True, dtype=np.float32, seed=None, attention="standard",
+                 block_size=128):
         super().__init__()
         if attention not in ("standard", "tiled"):
             raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
@@ -83,6 +91,13 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(d, d, bias=bias, dtype=self.dtype, seed=rng)
         if bias:
             self.out_proj.bias.data[...] = 0
+        if add_bias_kv:
+            self.bias_k = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_v = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
+        else:
+            self.register_parameter("bias_k", None)
+            self.register_parameter("bias_v", None)
+        self.add_zero_attn = bool(add_zero_attn)
         self.rng = rng.spawn(1)[0]                      # attention-dropout masks
         self.last_mask = None
 
@@ -90,30 +105,57 @@ class MultiheadAttention(Module):
                 average_attn_weights=True, is_causal=False):
         """Attention of ``query`` over ``key``/``value``.
 
+        Masks follow torch's modules: a **bool** mask is True where a query may **not** attend (the
+        opposite of ``scaled_dot_product_attention``'s bool mask, which is True where it may; the
+        conversion happens inside, :func:`numpy_transformer.functional.module_to_sdpa_mask`), a **float**
+        mask is added to the scores. A query row with every key masked outputs zeros (torch: NaN).
+
         Parameters
         ----------
-        query : ndarray, (B, S, D) if batch_first else (S, B, D)
-        key : ndarray, (B, T, kdim) if batch_first else (T, B, kdim)
-        value : ndarray, (B, T, vdim) if batch_first else (T, B, vdim)
-        key_padding_mask : ndarray (B, T), bool (True = ignore that key) or float (added), optional
+        query : ndarray, (B, S, D) if batch_first else (S, B, D); or unbatched (S, D)
+        key : ndarray, (B, T, kdim) if batch_first else (T, B, kdim); or unbatched (T, kdim)
+        value : ndarray, (B, T, vdim) if batch_first else (T, B, vdim); or unbatched (T, vdim)
+        key_padding_mask : ndarray (B, T) (unbatched: (T,)), bool (True = ignore that key) or float
+            (added), optional
         need_weights : bool
             Return the attention weights (after dropout, as torch).
-        attn_mask : ndarray (S, T) or (B*H, S, T), bool (True = may not attend) or float, optional
+        attn_mask : ndarray (S, T) or (B*H, S, T) (unbatched: (S, T) or (H, S, T)), bool (True = may
+            not attend) or float (added), optional
         average_attn_weights : bool
-            Average the weights over heads: (B, S, T); else (B, H, S, T).
+            Average the weights over heads: (B, S, T); else (B, H, S, T) (unbatched: no B axis).
         is_causal : bool
-            With no ``attn_mask``, apply a causal mask; with one, a hint only (the mask is used).
+            A hint that ``attn_mask`` is the causal mask, as torch; a wrong hint (``attn_mask`` given and
+            not the causal mask) raises ValueError (torch would use the hint in some code paths and the
+            mask in others). **Difference from torch:** ``is_causal=True`` with no ``attn_mask`` applies
+            the causal mask (torch raises "Need attn_mask if specifying the is_causal hint"). With
+            ``add_bias_kv``/``add_zero_attn`` the appended keys are never masked by causality (torch's
+            mask path; its hint path, used without ``need_weights`` and ``key_padding_mask``, would mask
+            them).
 
         Returns
         -------
         out : ndarray, shaped like ``query``
         weights : ndarray or None
+            (B, S, T') or (B, H, S, T') with T' = T + the appended keys.
         """
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
-        query = check_float_input(query, "query", self.dtype, ndim=3, last_dim=self.embed_dim, shape_doc=bf)
-        key = check_float_input(key, "key", self.dtype, ndim=3, last_dim=self.kdim, shape_doc=bf)
-        value = check_float_input(value, "value", self.dtype, ndim=3, last_dim=self.vdim, shape_doc=bf)
-        if not self.batch_first:
+        query = check_float_input(query, "query", self.dtype, ndim=(2, 3), last_dim=self.embed_dim,
+                                  shape_doc=bf + " or unbatched (S, D)")
+        unbatched = query.ndim == 2
+        nd = 2 if unbatched else 3
+        doc = "(T, kdim) like an unbatched query" if unbatched else bf
+        key = check_float_input(key, "key", self.dtype, ndim=nd, last_dim=self.kdim, shape_doc=doc)
+        value = check_float_input(value, "value", self.dtype, ndim=nd, last_dim=self.vdim, shape_doc=doc)
+        if unbatched:                     # one batch element, batch-first, whatever batch_first says (torch)
+            if query is key and key is value:
+                query = key = value = query[None]
+            else:
+                query, key, value = query[None], key[None], value[None]
+            s, t = query.shape[1], key.shape[1]
+            key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(t,)], self.dtype)
+            key_padding_mask = None if key_padding_mask is None else key_padding_mask[None]
+            attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (self.num_heads, s, t)], self.dtype)
+        elif not self.batch_first:
             if query is key and key is value:                   # keep self-attention recognisable
                 query = key = value = np.swapaxes(query, 0, 1)
             else:
@@ -129,8 +171,10 @@ class MultiheadAttention(Module):
         if need_weights and self.attention == "tiled":
             raise ValueError("attention='tiled' never forms the attention weights: call with need_weights=False "
                              "(or build the module with attention='standard')")
-        key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
-        attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
+        if not unbatched:
+            key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
+            attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
+        F.check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
         out, probs, cache = F.multi_head_attention_forward(
             query, key, value, self.num_heads,
             in_proj_weight=None if self.in_proj_weight is None else self.in_proj_weight.data,
@@ -142,16 +186,19 @@ class MultiheadAttention(Module):
             v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
             dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
-            block_size=self.block_size)
+            block_size=self.block_size, bias_k=None if self.bias_k is None else self.bias_k.data,
+            bias_v=None if self.bias_v is None else self.bias_v.data, add_zero_attn=self.add_zero_attn)
         self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
         if _trace.active() and self.attention == "standard":
             _trace.record_attention(self, cache)
-        self._save((cache, out.shape))
-        if not self.batch_first:
-            out = np.swapaxes(out, 0, 1)
+        self._save((cache, out.shape, unbatched))
         weights = None
         if need_weights:
             weights = probs.mean(axis=1) if average_attn_weights else probs       # (B, S, T) or (B, H, S, T)
+        if unbatched:
+            return out[0], None if weights is None else weights[0]
+        if not self.batch_first:
+            out = np.swapaxes(out, 0, 1)
         return out, weights
 
     def backward(self, dout, sum_inputs=False):
@@ -162,8 +209,10 @@ class MultiheadAttention(Module):
         two additions; what :class:`TransformerEncoderLayer` uses); it requires the forward to have been
         self-attention.
         """
-        cache, shape = self._take()
-        if not self.batch_first:
+        cache, shape, unbatched = self._take()
+        if unbatched:
+            dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
+        elif not self.batch_first:
             dout = check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype)
             dout = np.swapaxes(dout, 0, 1)
         dout = check_grad(dout, "dout", shape, self.dtype)
@@ -176,6 +225,8 @@ class MultiheadAttention(Module):
             mod = self.out_proj if owner == "out_proj" else self
             # a dict lookup, not getattr: CPython's attribute cache would keep every fresh name string
             mod._parameters[leaf].accumulate(g, owned=True)
+        if unbatched:
+            return dq[0] if sum_inputs else (dq[0], dk[0], dv[0])
         if sum_inputs:
             return dq if self.batch_first else np.swapaxes(dq, 0, 1)
         if not self.batch_first:
@@ -183,4 +234,6 @@ class MultiheadAttention(Module):
         return dq, dk, dv
 
     def extra_repr(self):
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}"
+        extra = (", add_bias_kv=True" if self.bias_k is not None else "") + (
+            ", add_zero_attn=True" if self.add_zero_attn else "")
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}{extra}"

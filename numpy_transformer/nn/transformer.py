@@ -83,29 +83,44 @@ class TransformerEncoderLayer(Module):
         self.activation = activation_module(activation)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        """src (B, S, D) (or (S, B, D) when not batch_first) -> same shape.
+        """src (B, S, D) (or (S, B, D) when not batch_first; or unbatched (S, D)) -> same shape.
 
-        ``src_mask``: (S, S) or (B*H, S, S), bool (True = may not attend) or float (added);
-        ``src_key_padding_mask``: (B, S), True = ignore that key; ``is_causal``: causal mask when
-        ``src_mask`` is None (a hint otherwise, as torch).
+        Masks as torch's modules: ``src_mask`` (S, S) or (B*H, S, S) (unbatched: (S, S) or (H, S, S)),
+        bool (True = may NOT attend) or float (added); ``src_key_padding_mask`` (B, S) (unbatched: (S,)),
+        True = ignore that key. ``is_causal``: a hint that ``src_mask`` is the causal mask (a wrong hint
+        raises ValueError); **difference from torch:** with ``src_mask`` None it applies the causal mask
+        (torch raises "Need attn_mask if specifying the is_causal hint").
         """
         self._cache = None               # a forward that raises must not leave an old cache behind
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
-        x = check_float_input(src, "src", self.dtype, ndim=3, last_dim=self.d_model, shape_doc=bf)
-        if not self.batch_first:
+        x = check_float_input(src, "src", self.dtype, ndim=(2, 3), last_dim=self.d_model,
+                              shape_doc=bf + " or unbatched (S, D)")
+        unbatched = x.ndim == 2
+        h = self.self_attn.num_heads
+        if unbatched:                    # one batch element, batch-first (as torch, whatever batch_first says)
+            check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:1]], self.dtype)
+            check_mask(src_mask, "src_mask", [(x.shape[0],) * 2, (h,) + (x.shape[0],) * 2], self.dtype)
+            x = x[None]                                                          # (1, S, D)
+            if src_key_padding_mask is not None:
+                src_key_padding_mask = np.asarray(src_key_padding_mask)[None]    # (1, S)
+        elif not self.batch_first:
             x = np.swapaxes(x, 0, 1)                                             # (B, S, D)
         if x.shape[0] == 0 or x.shape[1] == 0:
             raise ValueError(f"src must have a non-empty batch and sequence, got shape {src.shape}")
-        h = self.self_attn.num_heads
-        check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:2]], self.dtype)
-        check_mask(src_mask, "src_mask", [(x.shape[1],) * 2, (x.shape[0] * h,) + (x.shape[1],) * 2], self.dtype)
+        if not unbatched:
+            check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:2]], self.dtype)
+            check_mask(src_mask, "src_mask", [(x.shape[1],) * 2, (x.shape[0] * h,) + (x.shape[1],) * 2],
+                       self.dtype)
+        F.check_causal_hint(src_mask, is_causal, "src_mask", x.shape[1], x.shape[1])
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
             x = x + self._ff_block(self.norm2(x))
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
-        self._save(x.shape)
+        self._save((x.shape, unbatched))
+        if unbatched:
+            return x[0]
         return x if self.batch_first else np.swapaxes(x, 0, 1)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
@@ -131,8 +146,10 @@ class TransformerEncoderLayer(Module):
         A residual ``y = x + f(x)`` passes ``dout`` straight to ``x`` *and* through ``f``: the two
         gradients add. Post-LN goes through each norm's backward first.
         """
-        shape = self._take()
-        if not self.batch_first:
+        shape, unbatched = self._take()
+        if unbatched:
+            dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
+        elif not self.batch_first:
             dout = np.swapaxes(check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype), 0, 1)
         dy = check_grad(dout, "dout", shape, self.dtype)                          # (B, S, D)
         if self.norm_first:
@@ -143,6 +160,8 @@ class TransformerEncoderLayer(Module):
             dh = dh + self._ff_block_backward(dh)
             dx = self.norm1.backward(dh)                                         # h = norm1(x + sa(x))
             dx = dx + self._sa_block_backward(dx)
+        if unbatched:
+            return dx[0]
         return dx if self.batch_first else np.swapaxes(dx, 0, 1)
 
 
@@ -191,15 +210,30 @@ class TransformerEncoder(Module):
         self.batch_first = encoder_layer.batch_first
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
-        """src (B, S, D) -> (B, S, D). ``is_causal=None`` detects a causal ``mask`` (as torch)."""
+        """src (B, S, D) (or (S, B, D) when not batch_first; or unbatched (S, D)) -> same shape.
+
+        ``mask``, ``src_key_padding_mask``: as :meth:`TransformerEncoderLayer.forward`'s ``src_mask`` and
+        ``src_key_padding_mask`` (bool True = may NOT attend; float added). ``is_causal=None`` detects a
+        causal ``mask`` (as torch); ``is_causal=True`` is a hint that ``mask`` is the causal mask (a wrong
+        hint raises ValueError) and, **unlike torch** (which raises), applies the causal mask when
+        ``mask`` is None.
+        """
         self._cache = None
         # Validate here so that the messages name this method's arguments (``mask``, not ``src_mask``).
         layer = self.layers[0]
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
-        src = check_float_input(src, "src", layer.dtype, ndim=3, last_dim=layer.d_model, shape_doc=bf)
-        b, s = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
-        check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], layer.dtype)
-        check_mask(mask, "mask", [(s, s), (b * layer.self_attn.num_heads, s, s)], layer.dtype)
+        src = check_float_input(src, "src", layer.dtype, ndim=(2, 3), last_dim=layer.d_model,
+                                shape_doc=bf + " or unbatched (S, D)")
+        h = layer.self_attn.num_heads
+        if src.ndim == 2:
+            s = src.shape[0]
+            check_mask(src_key_padding_mask, "src_key_padding_mask", [(s,)], layer.dtype)
+            check_mask(mask, "mask", [(s, s), (h, s, s)], layer.dtype)
+        else:
+            b, s = (src.shape[0], src.shape[1]) if self.batch_first else (src.shape[1], src.shape[0])
+            check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], layer.dtype)
+            check_mask(mask, "mask", [(s, s), (b * h, s, s)], layer.dtype)
+        F.check_causal_hint(mask, is_causal, "mask", s, s)
         if is_causal is None:
             is_causal = _is_causal_mask(mask)
         x = src
@@ -221,15 +255,13 @@ class TransformerEncoder(Module):
 
 
 def _is_causal_mask(mask):
+    """torch's ``_detect_is_causal_mask``: a 2-D (S, S) mask that is the causal mask."""
     if mask is None:
         return False
     mask = np.asarray(mask)
     if mask.ndim != 2 or mask.shape[0] != mask.shape[1]:
         return False
-    causal = F.causal_mask(mask.shape[0])
-    if mask.dtype == np.bool_:
-        return bool(np.array_equal(mask, causal))
-    return bool(np.all(np.isneginf(mask[causal])) and np.all(mask[~causal] == 0))
+    return F.is_causal_mask(mask, mask.shape[0], mask.shape[0])
 
 
 def dropout_masks(module):

@@ -21,9 +21,9 @@ Nothing else: the tests, the report and the checker pick the new entries up.
 """
 
 from .choosers import HypothesisChooser, RandomChooser
-from .masks import CROSS_MASKS, SDPA_MASKS, SELF_MASKS, make_masks
+from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, SELF_MASKS, make_masks, sdpa_mask
 from .modules import KINDS, MODULES, TWIN_KINDS, ModuleCase
 from .ops import OPS, TOL, Draw, OpCase
 
 __all__ = ["OPS", "MODULES", "KINDS", "TWIN_KINDS", "TOL", "OpCase", "ModuleCase", "Draw", "RandomChooser",
-           "HypothesisChooser", "make_masks", "SELF_MASKS", "CROSS_MASKS", "SDPA_MASKS"]
+           "HypothesisChooser", "make_masks", "SELF_MASKS", "CROSS_MASKS", "SDPA_MASKS", "FLASH_MASKS", "sdpa_mask"]

@@ -1,6 +1,13 @@
-"""Attention masks for the registry's cases, in ``numpy_transformer``'s module convention (bool True =
-may NOT attend, float = added). Key 0 is never masked unless a kind says so, so no query row loses
-every key (``torch.nn`` gives NaN there, we give zeros: tests/test_numerics.py covers that case).
+"""Attention masks for the registry's cases, each in the convention of the op or module it feeds:
+
+* :func:`make_masks` -- the modules' and ``multi_head_attention``'s (as ``torch.nn.MultiheadAttention``):
+  bool True = may NOT attend, float = added;
+* :func:`sdpa_mask` -- ``scaled_dot_product_attention``'s and ``flash_attention``'s (as
+  ``torch.nn.functional.scaled_dot_product_attention``): bool True = takes part, float = added.
+
+The torch table hands each to torch unchanged. Key 0 is never masked unless a kind says so, so no
+query row loses every key (``torch.nn`` gives NaN there, we give zeros: tests/test_numerics.py covers
+that case; torch's function gives zeros too, and ``fully_masked_rows`` tests it).
 """
 
 from __future__ import annotations
@@ -9,7 +16,7 @@ import numpy as np
 
 from .. import functional as F
 
-__all__ = ["SELF_MASKS", "CROSS_MASKS", "SDPA_MASKS", "make_masks", "sdpa_mask"]
+__all__ = ["SELF_MASKS", "CROSS_MASKS", "SDPA_MASKS", "FLASH_MASKS", "make_masks", "sdpa_mask"]
 
 SELF_MASKS = ("none", "is_causal", "causal_bool", "causal_float", "bool", "float", "padding",
               "padding_float", "per_head", "causal_bool+padding", "is_causal+padding", "float+padding",
@@ -17,6 +24,8 @@ SELF_MASKS = ("none", "is_causal", "causal_bool", "causal_float", "bool", "float
 CROSS_MASKS = ("none", "bool", "float", "padding", "padding_float", "per_head", "float+padding",
                "per_head+padding")
 SDPA_MASKS = ("none", "bool", "bool_full", "float", "float_full", "is_causal", "fully_masked_rows")
+# flash_attention_forward also takes a mask together with is_causal (torch's function refuses that)
+FLASH_MASKS = SDPA_MASKS + ("causal+bool", "causal+float")
 
 
 def make_masks(kind, b, h, s, t, dtype, rng):
@@ -52,14 +61,15 @@ def make_masks(kind, b, h, s, t, dtype, rng):
 
 
 def sdpa_mask(kind, lead, s, t, dtype, rng):
-    """``(attn_mask, is_causal)`` for the attention function's mask ``kind`` (:data:`SDPA_MASKS`)."""
+    """``(attn_mask, is_causal)`` for the attention function's mask ``kind`` (:data:`FLASH_MASKS`), in
+    torch's function convention: a bool mask is True where the query takes part (may attend)."""
     keep0 = np.zeros(t, bool)
     keep0[0] = True
     mask, is_causal = None, False
     if kind == "bool":                                         # (S, T)
-        mask = (rng.random((s, t)) < 0.4) & ~keep0
+        mask = (rng.random((s, t)) >= 0.4) | keep0
     elif kind == "bool_full":                                  # (..., S, T)
-        mask = (rng.random(lead + (s, t)) < 0.4) & ~keep0
+        mask = (rng.random(lead + (s, t)) >= 0.4) | keep0
     elif kind == "float":
         mask = rng.standard_normal((s, t)).astype(dtype)
         mask[(rng.random((s, t)) < 0.2) & ~keep0] = -np.inf
@@ -68,11 +78,14 @@ def sdpa_mask(kind, lead, s, t, dtype, rng):
     elif kind == "is_causal":
         is_causal = True
     elif kind == "causal+bool":
-        mask = (rng.random((s, t)) < 0.3) & ~keep0
+        mask = (rng.random((s, t)) >= 0.3) | keep0
+        is_causal = True
+    elif kind == "causal+float":
+        mask = rng.standard_normal((s, t)).astype(dtype)
         is_causal = True
     elif kind == "fully_masked_rows":                          # some rows lose every key: zeros out
-        mask = rng.random(lead + (s, t)) < 0.5
-        mask[..., 0, :] = True
+        mask = rng.random(lead + (s, t)) >= 0.5
+        mask[..., 0, :] = False
     elif kind != "none":
         raise ValueError(f"unknown mask kind {kind!r}")
     return mask, is_causal

@@ -75,10 +75,14 @@ def _draw_rms_norm(c, cfg, min_width, min_len):
                eps=c.choice((None, c.log_uniform(1e-12, 1e-1))), elementwise_affine=c.boolean())
 
 
-def _attention(c, cfg, cross_allowed=True, min_width=1, min_len=1, mode=None, mask=None, kdim="draw"):
+def _attention(c, cfg, cross_allowed=True, min_width=1, min_len=1, mode=None, mask=None, kdim="draw",
+               unbatched=None):
     h = c.integers(1, 3)
     cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), H=h, Dh=c.integers(-(-min_width // h), 4),
                bias=c.boolean(), batch_first=c.boolean())
+    cfg["unbatched"] = c.choice((False, False, True)) if unbatched is None else unbatched  # (S, D) inputs
+    if cfg["unbatched"]:
+        cfg["B"] = 1
     cfg["D"] = cfg["H"] * cfg["Dh"]
     cfg["mode"] = _pick(c, ("self", "cross", "cross_kv_same") if cross_allowed else ("self",), mode)
     if cfg["mode"] == "self":
@@ -93,13 +97,15 @@ def _attention(c, cfg, cross_allowed=True, min_width=1, min_len=1, mode=None, ma
         cfg["mask"] = _pick(c, CROSS_MASKS, mask)
 
 
-def _draw_mha(c, cfg, min_width, min_len, **options):
+def _draw_mha(c, cfg, min_width, min_len, add_bias_kv=None, add_zero_attn=None, **options):
     _attention(c, cfg, min_width=min_width, min_len=min_len, **options)
-    cfg.update(need_weights=c.boolean(), average_attn_weights=c.boolean())
+    cfg.update(need_weights=c.boolean(), average_attn_weights=c.boolean(),
+               add_bias_kv=_pick(c, (False, True), add_bias_kv), add_zero_attn=_pick(c, (False, True), add_zero_attn))
 
 
-def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None):
-    _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask)
+def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None, unbatched=None):
+    _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask,
+               unbatched=unbatched)
     cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2))
 
@@ -149,11 +155,18 @@ MODULES = {case.name: case for case in [
                                       dtype=_dt(cfg))),
     ModuleCase("MultiheadAttention", _draw_mha,
                lambda cfg: nn.MultiheadAttention(cfg["D"], cfg["H"], dropout=cfg["dropout"], bias=cfg["bias"],
+                                                 add_bias_kv=cfg["add_bias_kv"], add_zero_attn=cfg["add_zero_attn"],
                                                  kdim=cfg["kdim"], vdim=cfg["vdim"], batch_first=cfg["batch_first"],
                                                  dtype=_dt(cfg), seed=cfg["seed"]),
-               examples=(("self, causal", {"mode": "self", "mask": "causal_bool+padding"}),
-                         ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "kdim": None}),
-                         ("kdim=3, vdim=5", {"mode": "cross", "mask": "float", "kdim": (3, 5)})),
+               examples=(("self, causal", {"mode": "self", "mask": "causal_bool+padding", "unbatched": False,
+                                           "add_bias_kv": False, "add_zero_attn": False}),
+                         ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "kdim": None,
+                                                "unbatched": False, "add_bias_kv": False, "add_zero_attn": False}),
+                         ("kdim=3, vdim=5", {"mode": "cross", "mask": "float", "kdim": (3, 5), "unbatched": False,
+                                             "add_bias_kv": False, "add_zero_attn": False}),
+                         ("add_bias_kv, add_zero_attn, unbatched", {"mode": "self", "mask": "per_head+padding",
+                                                                    "unbatched": True, "add_bias_kv": True,
+                                                                    "add_zero_attn": True})),
                twin=True),
     ModuleCase("TransformerEncoderLayer", _draw_layer, _build_layer,
                examples=tuple((f"{act}, {'pre' if nf else 'post'}-LN", {"activation": act, "norm_first": nf,
@@ -189,13 +202,14 @@ def build(cfg):
 
 
 def _seq(cfg, b, s, d, rng):
-    """A (B, S, d) array, or (S, B, d) when not batch_first."""
-    shape = (b, s, d) if cfg.get("batch_first", True) else (s, b, d)
+    """A (B, S, d) array, or (S, B, d) when not batch_first, or (S, d) when unbatched."""
+    shape = (s, d) if cfg.get("unbatched") else (b, s, d) if cfg.get("batch_first", True) else (s, b, d)
     return rng.standard_normal(shape).astype(_dt(cfg))
 
 
 def make_inputs(cfg, rng):
-    """``(differentiable inputs, other inputs)``: dicts of NumPy arrays (masks in our convention)."""
+    """``(differentiable inputs, other inputs)``: dicts of NumPy arrays (masks in the modules' convention,
+    torch's: bool True = may NOT attend)."""
     dt = _dt(cfg)
     k = cfg["kind"]
     if k == "Linear":
@@ -211,6 +225,8 @@ def make_inputs(cfg, rng):
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
+    if cfg.get("unbatched") and kpm is not None:
+        kpm = kpm[0]                                                 # (T,); a per-head mask is (H, S, T)
     other = {"attn_mask": am, "key_padding_mask": kpm, "is_causal": causal}
     if k != "MultiheadAttention" or cfg["mode"] == "self":
         return {"src" if k != "MultiheadAttention" else "x": _seq(cfg, b, s, d, rng)}, other

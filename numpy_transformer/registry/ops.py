@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from .. import functional as F
-from .masks import CROSS_MASKS, SDPA_MASKS, make_masks, sdpa_mask
+from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, make_masks, sdpa_mask
 
 __all__ = ["Draw", "OpCase", "OPS", "TOL"]
 
@@ -25,7 +25,7 @@ TOL = {"float64": 1e-10, "float32": 1e-4}
 
 class Draw(NamedTuple):
     """One drawn case: ``inputs`` (float arrays are differentiated; ``nondiff`` ones are not),
-    ``static`` (constants: masks in our convention, axis, eps, ...), ``fd_exclude`` (elements finite
+    ``static`` (constants: masks in the op's own convention (see :mod:`.masks`), axis, eps, ...), ``fd_exclude`` (elements finite
     differences must skip, e.g. a frozen padding row)."""
     inputs: dict
     static: dict
@@ -222,13 +222,13 @@ def _draw_sdpa(c, dtype, mask=None, blocks=None):
     rng = c.rng()
     lead = c.choice(((), (2,), (2, 3), (1, 2)))
     s, t, dh, dv = c.integers(1, 4), c.integers(1, 5), c.integers(1, 4), c.integers(1, 4)
-    kinds = SDPA_MASKS + ("causal+bool",)
+    kinds = SDPA_MASKS if blocks is None else FLASH_MASKS   # only the tiled path takes a mask with is_causal
     attn_mask, is_causal = sdpa_mask(c.choice(kinds) if mask is None else mask, lead, s, t, dtype, rng)
     static = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": c.choice((None, 0.3))}
     if blocks is not None:                                  # the tiled path: its tile sizes
         static.update(block_q=blocks[0], block_k=blocks[1])
-    inputs = {"q": _n(rng, lead + (s, dh), dtype), "k": _n(rng, lead + (t, dh), dtype),
-              "v": _n(rng, lead + (t, dv), dtype)}
+    inputs = {"query": _n(rng, lead + (s, dh), dtype), "key": _n(rng, lead + (t, dh), dtype),
+              "value": _n(rng, lead + (t, dv), dtype)}
     return Draw(inputs, static)
 
 
@@ -241,7 +241,7 @@ _SELF_MHA_MASKS = ("none", "is_causal", "causal_bool", "float", "padding", "per_
                    "float+padding", "padding_float")
 
 
-def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None):
+def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=None, zero_attn=None):
     rng = c.rng()
     b, s, h, dh = c.integers(1, 3), c.integers(1, 4), c.integers(1, 3), c.integers(1, 4)
     d = h * dh
@@ -263,9 +263,12 @@ def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None):
     if c.boolean() if bias is None else bias:
         inputs.update(in_proj_bias=_n(rng, (3 * d,), dtype, 0.5), out_proj_bias=_n(rng, (d,), dtype, 0.5))
     inputs["out_proj_weight"] = _n(rng, (d, d), dtype, 0.5)
+    if c.boolean() if bias_kv is None else bias_kv:         # add_bias_kv: one more key and value
+        inputs.update(bias_k=_n(rng, (1, 1, d), dtype), bias_v=_n(rng, (1, 1, d), dtype))
     am, kpm, is_causal = make_masks(mask, b, h, s, t, dtype, rng)
     static = {"num_heads": h, "attn_mask": am, "key_padding_mask": kpm, "is_causal": is_causal,
-              "need_weights": c.boolean(), "average_attn_weights": c.boolean()}
+              "need_weights": c.boolean(), "average_attn_weights": c.boolean(),
+              "add_zero_attn": c.boolean() if zero_attn is None else zero_attn}
     return Draw(inputs, static)
 
 
@@ -301,7 +304,7 @@ def _mha_backward(dout, cache):
 # the table
 # --------------------------------------------------------------------------------------------------
 
-_SDPA = ("q", "k", "v")
+_SDPA = ("query", "key", "value")
 
 OPS = {case.name: case for case in [
     OpCase("linear", *_pair("linear_forward", "linear_backward", ("x", "weight", "bias")), _draw_linear,
@@ -337,14 +340,20 @@ OPS = {case.name: case for case in [
            _draw_sdpa, examples=(("no mask", {"mask": "none"}), ("bool mask, a fully masked row",
                                                                  {"mask": "fully_masked_rows"}),
                                  ("bool mask", {"mask": "bool"}), ("float mask", {"mask": "float"}),
-                                 ("causal", {"mask": "is_causal"}), ("causal + bool mask", {"mask": "causal+bool"})),
+                                 ("causal", {"mask": "is_causal"})),
            short="sdpa"),
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
                      ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
     OpCase("multi_head_attention", _mha_forward, _mha_backward, _draw_mha,
-           examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True}),
-                     ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "packed": True}),
-                     ("kdim, vdim, float mask", {"mode": "cross", "mask": "float", "packed": False}),
-                     ("causal, no bias", {"mode": "self", "mask": "is_causal", "bias": False}))),
+           examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True,
+                                                     "bias_kv": False, "zero_attn": False}),
+                     ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "packed": True,
+                                            "bias_kv": False, "zero_attn": False}),
+                     ("kdim, vdim, float mask", {"mode": "cross", "mask": "float", "packed": False,
+                                                 "bias_kv": False, "zero_attn": False}),
+                     ("causal, no bias", {"mode": "self", "mask": "is_causal", "bias": False, "bias_kv": False,
+                                          "zero_attn": False}),
+                     ("add_bias_kv, add_zero_attn, padding", {"mode": "self", "mask": "causal_bool+padding",
+                                                              "bias_kv": True, "zero_attn": True}))),
 ]}

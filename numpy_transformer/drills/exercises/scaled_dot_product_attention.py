@@ -66,8 +66,15 @@ def _run_attention(rec, c):
 
 
 def _ref_attention():
+    """The library's attention. This drill's bool mask is True where a query may NOT attend (its own
+    convention, stated in the skeleton); the library's function follows torch's
+    ``scaled_dot_product_attention`` (True = takes part) and takes no mask together with is_causal, so
+    the drill's mask and causal flag become one mask of the function's convention."""
     def attention_forward(q, k, v, mask=None, causal=False):
-        return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, is_causal=causal)
+        if mask is None:
+            return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal)
+        blocked = mask | F.causal_mask(q.shape[-2], k.shape[-2]) if causal else mask
+        return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=~blocked)
     return SimpleNamespace(attention_forward=attention_forward,
                            attention_backward=F.scaled_dot_product_attention_backward)
 
@@ -109,7 +116,8 @@ ATTENTION = Exercise(
                 "scores = np.where(mask, -np.inf, scores) before the softmax.",
                 ({"mask_mode": "after"},)),
         Mistake("attn_mask_inverted", "mask convention inverted (True read as 'may attend')",
-                "Here (as torch.nn.MultiheadAttention) True means 'may NOT attend'.",
+                "In this drill (as torch.nn.MultiheadAttention) True means 'may NOT attend'; "
+                "torch.nn.functional.scaled_dot_product_attention reads a bool mask the other way round.",
                 "scores = np.where(mask, -np.inf, scores).",
                 ({"mask_mode": "inverted"},)),
         Mistake("attn_masked_rows_not_zero", "fully-masked rows are not zero (a large negative fill such as -1e9)",

@@ -7,8 +7,10 @@ Shape letters: B batch, H heads, S query length, T key length, Dh query/key widt
 where M is -inf where a query may NOT attend and 0 elsewhere.
 
 Conventions (the grader checks them):
-* mask: bool, True = may NOT attend (torch.nn.MultiheadAttention's convention), shape (S, T) or
-  (B, 1, S, T), broadcast over the other axes; None = no mask.
+* mask: bool, True = may NOT attend -- this drill's convention, torch.nn.MultiheadAttention's. NOTE:
+  torch.nn.functional.scaled_dot_product_attention (and the library's
+  F.scaled_dot_product_attention_forward) read a bool mask the other way round, True = may attend.
+  Shape (S, T) or (B, 1, S, T), broadcast over the other axes; None = no mask.
 * causal=True: query i may not attend key j > i (combine it with mask when both are given).
 * a row whose keys are ALL masked outputs zeros (and gets zero gradient), not NaN.
 * forward returns (out, cache); backward returns (dq, dk, dv). S and T may differ; float64; do not
