@@ -92,7 +92,9 @@ def _dropout(x, p, mask, training=True):
 OPS = {
     "linear": lambda x, weight, bias=None: TF.linear(x, weight, bias),
     "embedding": lambda ids, weight, padding_idx=None: TF.embedding(ids, weight, padding_idx=padding_idx),
-    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5: TF.layer_norm(x, x.shape[-1:], weight, bias, eps),
+    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5, normalized_shape=None: TF.layer_norm(
+        x, tuple(normalized_shape) if normalized_shape is not None else tuple(next(
+            (p.shape for p in (weight, bias) if p is not None), x.shape[-1:])), weight, bias, eps),
     "rms_norm": lambda x, weight=None, eps=None, normalized_shape=None: TF.rms_norm(
         x, tuple(normalized_shape) if weight is None else tuple(weight.shape), weight, eps),
     "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),

@@ -64,9 +64,15 @@ def _draw_embedding(c, cfg, min_width, min_len, padding_idx="draw"):
     cfg.update(V=v, D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)), padding_idx=pad)
 
 
-def _draw_layer_norm(c, cfg, min_width, min_len):
+def _draw_layer_norm(c, cfg, min_width, min_len, dims=None):
     affine = c.boolean()
-    cfg.update(lead=_lead_shape(c), D=c.integers(max(min_width, MIN_LAYER_NORM_D), 8), eps=c.log_uniform(1e-12, 1e-1),
+    dims = c.integers(1, 2) if dims is None else dims
+    if dims == 1:                                        # normalized_shape given as D or as (D,)
+        d = c.integers(max(min_width, MIN_LAYER_NORM_D), 8)
+        shape = c.choice((d, (d,)))
+    else:                                                # e.g. (S, D): n = S * D >= 4 elements
+        shape = tuple(c.integers(max(min_width, 2), 4) for _ in range(dims))
+    cfg.update(lead=_lead_shape(c), shape=shape, eps=c.log_uniform(1e-12, 1e-1),
                elementwise_affine=affine, bias=c.boolean() if affine else True)
 
 
@@ -142,8 +148,9 @@ MODULES = {case.name: case for case in [
                                         seed=cfg["seed"]),
                examples=(("", {"padding_idx": None}), ("padding_idx=1, FD skips the frozen row", {"padding_idx": 1}))),
     ModuleCase("LayerNorm", _draw_layer_norm,
-               lambda cfg: nn.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
-                                        bias=cfg["bias"], dtype=_dt(cfg))),
+               lambda cfg: nn.LayerNorm(cfg["shape"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
+                                        bias=cfg["bias"], dtype=_dt(cfg)),
+               examples=(("", {"dims": 1}), ("2 dims", {"dims": 2}))),
     ModuleCase("RMSNorm", _draw_rms_norm,
                lambda cfg: nn.RMSNorm(cfg["shape"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
                                       dtype=_dt(cfg))),
@@ -205,7 +212,7 @@ def make_inputs(cfg, rng):
         ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
         return {}, {"ids": ids}
     if k in ("LayerNorm", "RMSNorm"):
-        shape = cfg["lead"] + ((cfg["D"],) if k == "LayerNorm" else cfg["shape"])
+        shape = cfg["lead"] + (cfg["shape"] if isinstance(cfg["shape"], tuple) else (cfg["shape"],))
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
     if k == "PositionalEncoding":
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}

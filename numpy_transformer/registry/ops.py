@@ -103,18 +103,22 @@ def _draw_embedding(c, dtype, padding_idx="draw"):
     return Draw({"ids": ids, "weight": _n(rng, (v, d), dtype)}, static, exclude)
 
 
-def _draw_layer_norm(c, dtype, affine=None):
-    # D >= 3: for D <= 2 LayerNorm is ill-conditioned (see reference_torch.check.MIN_LAYER_NORM_D).
+def _draw_layer_norm(c, dtype, affine=None, dims=None):
+    # n >= 3 normalised elements: for n <= 2 LayerNorm is ill-conditioned (see registry.modules.MIN_LAYER_NORM_D).
     rng = c.rng()
-    d = c.integers(3, 8)
+    dims = c.integers(1, 2) if dims is None else dims
+    norm_shape = (c.integers(3, 8),) if dims == 1 else tuple(c.integers(2, 4) for _ in range(dims))
     affine = c.choice(("both", "weight", "bias", "none")) if affine is None else affine
-    x = (_n(rng, _lead(c) + (d,), dtype, 2.0) + dtype(0.5))
+    x = (_n(rng, _lead(c) + norm_shape, dtype, 2.0) + dtype(0.5))
     inputs = {"x": x}
     if affine in ("both", "weight"):
-        inputs["weight"] = _n(rng, (d,), dtype)
+        inputs["weight"] = _n(rng, norm_shape, dtype)
     if affine in ("both", "bias"):
-        inputs["bias"] = _n(rng, (d,), dtype)
-    return Draw(inputs, {"eps": c.log_uniform(1e-12, 1e-1)})
+        inputs["bias"] = _n(rng, norm_shape, dtype)
+    static = {"eps": c.log_uniform(1e-12, 1e-1)}
+    if affine == "none" or c.boolean():          # without weight and bias it is the only way to say ns
+        static["normalized_shape"] = norm_shape
+    return Draw(inputs, static)
 
 
 def _draw_rms_norm(c, dtype, weight=None, dims=None):
@@ -273,7 +277,8 @@ OPS = {case.name: case for case in [
            examples=(("", {"padding_idx": None}), ("padding_idx=0, FD skips the frozen row", {"padding_idx": 0})),
            nondiff=("ids",)),
     OpCase("layer_norm", *_pair("layer_norm_forward", "layer_norm_backward", ("x", "weight", "bias")),
-           _draw_layer_norm, examples=(("", {"affine": "both"}), ("no affine", {"affine": "none"}))),
+           _draw_layer_norm, examples=(("", {"affine": "both", "dims": 1}), ("no affine", {"affine": "none", "dims": 1}),
+                                       ("2 dims", {"affine": "both", "dims": 2}))),
     OpCase("rms_norm", *_pair("rms_norm_forward", "rms_norm_backward", ("x", "weight")), _draw_rms_norm,
            examples=(("", {"weight": True, "dims": 1}), ("2 dims, no weight", {"weight": False, "dims": 2}))),
     OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
