@@ -1,7 +1,21 @@
 """The base machinery: :class:`Parameter` (an array and its accumulated gradient), :class:`Module`
 (registration of parameters, buffers and sub-modules by attribute assignment; ``__call__``; the
-forward's cache, ``_save``/``_take``; traversal; ``state_dict``/``load_state_dict``; train/eval;
+forwards' caches, ``_save``/``_take``; traversal; ``state_dict``/``load_state_dict``; train/eval;
 trace hooks), :class:`ModuleList` and :class:`IncompatibleKeys`.
+
+The caches, and why a module may be shared
+------------------------------------------
+Each forward saves what its backward needs (``self._save(cache)``) and each backward consumes it
+(``self._take()``). A module may be used several times in one forward pass (one ``nt.GELU`` for two
+layers, a ``Linear`` applied twice, as torch allows): each use pushes its own cache on the module's
+stack and each backward pops the most recent one, so the backwards must come in reverse order of the
+forwards -- the order a parent's backward, walking its forward backwards, calls them anyway. The
+gradients of the shared parameters add up (``Parameter.accumulate``).
+
+Memory: a *top-level* forward (one not made from inside another module's forward) starts a new forward
+pass, and a module's first forward in a new pass drops whatever caches the previous pass left on it
+(an evaluation forward is never followed by a backward). So a module holds the caches of one pass at
+most: a model evaluated in a loop keeps one set, as it would with a single cache.
 """
 
 from __future__ import annotations
@@ -17,12 +31,25 @@ from .. import _trace
 __all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList"]
 
 
-class Parameter:
-    """A trainable array: ``.data`` holds the value, ``.grad`` the accumulated gradient (or None)."""
+class _PASS:
+    """The forward pass running now: ``current`` counts top-level forwards, ``depth`` how deeply forwards
+    are nested (0: none running), so a forward made inside another belongs to the same pass."""
+    current = 0
+    depth = 0
 
-    def __init__(self, data):
+
+class Parameter:
+    """A trainable array: ``.data`` holds the value, ``.grad`` the accumulated gradient (or None).
+
+    ``requires_grad=False`` freezes it, as torch: backwards give it no gradient (``accumulate`` does
+    nothing), so ``.grad`` stays None and the optimizers, which skip parameters without a gradient,
+    leave it unchanged (e.g. ``Embedding.from_pretrained(..., freeze=True)``).
+    """
+
+    def __init__(self, data, requires_grad=True):
         self.data = np.asarray(data)
         self.grad = None
+        self.requires_grad = bool(requires_grad)
 
     @property
     def shape(self):
@@ -36,8 +63,11 @@ class Parameter:
         """Add ``grad`` into ``.grad`` (allocating it on the first call), as torch's autograd does.
 
         ``owned=True`` says ``grad`` is a fresh array nobody else holds (what the functional backwards
-        return), so the first call may keep it instead of copying it.
+        return), so the first call may keep it instead of copying it. A frozen parameter
+        (``requires_grad=False``) ignores the call.
         """
+        if not self.requires_grad:
+            return
         if self.grad is None:
             fresh = owned and grad.dtype == self.data.dtype and grad.flags.c_contiguous and grad.flags.writeable
             self.grad = grad if fresh else np.array(grad, dtype=self.data.dtype, copy=True)
@@ -45,7 +75,8 @@ class Parameter:
             self.grad += grad
 
     def __repr__(self):
-        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+        frozen = "" if self.requires_grad else ", requires_grad=False"
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype}{frozen})"
 
 
 class IncompatibleKeys(NamedTuple):
@@ -56,25 +87,48 @@ class IncompatibleKeys(NamedTuple):
 class Module:
     """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch.
 
-    Subclasses define ``forward`` and ``backward``. When a trace is active (``nt.trace``), ``__call__``
+    Subclasses define ``forward`` and ``backward``. Every subclass's ``forward`` is wrapped to keep
+    count of the forward passes (see the module docstring: a shared module keeps one cache per use, a
+    new pass drops the leftovers of the last). When a trace is active (``nt.trace``), ``__call__``
     records each forward output and every subclass's ``backward`` records the gradient it returns
     (the wrapping happens once, in ``__init_subclass__``, so the layers' code stays plain maths).
     """
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        forward = cls.__dict__.get("forward")
+        if forward is not None and not getattr(forward, "_counted", False):
+            @functools.wraps(forward)
+            def counted_forward(self, *args, **kw):
+                if _PASS.depth == 0:
+                    _PASS.current += 1           # a top-level forward: a new pass
+                self._join_pass()
+                pending = len(self._caches)
+                _PASS.depth += 1
+                try:
+                    return forward(self, *args, **kw)
+                except BaseException:
+                    del self._caches[pending:]   # a forward that raises leaves no cache of its own behind
+                    raise
+                finally:
+                    _PASS.depth -= 1
+            counted_forward._counted = True
+            cls.forward = counted_forward
         backward = cls.__dict__.get("backward")
         if backward is not None and not getattr(backward, "_traced", False):
             @functools.wraps(backward)
             def traced_backward(self, *args, **kw):
-                cache = self.__dict__.get("_cache")
+                caches = list(self._caches)
                 try:
                     grad = backward(self, *args, **kw)
-                except Exception:
+                except Exception as exc:
                     # A refused call (wrong gradient shape or dtype) must not cost the forward's cache:
                     # the next, correct backward still works.
-                    if self.__dict__.get("_cache") is None:
-                        object.__setattr__(self, "_cache", cache)
+                    self._caches[:] = caches
+                    if len(caches) > 1 and hasattr(exc, "add_note"):     # Python >= 3.11
+                        exc.add_note(f"({type(self).__name__} has {len(caches)} forwards waiting for their "
+                                     "backward; each backward takes the most recent one: call them in "
+                                     "reverse order of the forwards)")
                     raise
                 if _trace.active():
                     _trace.record_backward(self, grad)
@@ -88,7 +142,8 @@ class Module:
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_cache", None)
+        object.__setattr__(self, "_caches", [])           # one cache per forward awaiting its backward
+        object.__setattr__(self, "_cache_pass", 0)         # the forward pass those caches belong to
 
     # -- registration --------------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -125,7 +180,6 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        object.__setattr__(self, "_cache", None)    # a forward that raises leaves no stale cache behind
         out = self.forward(*args, **kwargs)
         if _trace.active():
             _trace.record_forward(self, out, args)
@@ -137,17 +191,26 @@ class Module:
     def backward(self, dout):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _join_pass(self):
+        """Drop the caches a previous forward pass left (forwards never followed by a backward)."""
+        if self._cache_pass != _PASS.current:
+            self._caches.clear()
+            object.__setattr__(self, "_cache_pass", _PASS.current)
+
     def _save(self, cache):
-        self._cache = cache
+        """Keep ``cache`` for the backward of this forward (pushed: a shared module has one per use)."""
+        self._join_pass()
+        self._caches.append(cache)
 
     def _take(self):
-        """The last forward's cache, released so that a second backward is caught."""
-        cache = self._cache
-        if cache is None:
-            raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or twice for one "
-                               "forward: call forward again first (each backward consumes its forward's cache)")
-        self._cache = None
-        return cache
+        """The most recent forward's cache, removed so that one backward too many is caught."""
+        if not self._caches:
+            raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or more times than "
+                               "forward() was called: each backward consumes one forward's cache, the most recent "
+                               "first (a module used twice in one forward pass takes two backwards). Call forward "
+                               "again first; note that a new top-level forward drops the caches the previous "
+                               "one left")
+        return self._caches.pop()
 
     # -- traversal -----------------------------------------------------------------------------
     def named_modules(self, prefix="") -> Iterator:

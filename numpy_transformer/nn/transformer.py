@@ -89,7 +89,6 @@ class TransformerEncoderLayer(Module):
         ``src_key_padding_mask``: (B, S), True = ignore that key; ``is_causal``: causal mask when
         ``src_mask`` is None (a hint otherwise, as torch).
         """
-        self._cache = None               # a forward that raises must not leave an old cache behind
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
         x = check_float_input(src, "src", self.dtype, ndim=3, last_dim=self.d_model, shape_doc=bf)
         if not self.batch_first:
@@ -192,7 +191,6 @@ class TransformerEncoder(Module):
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, S, D) -> (B, S, D). ``is_causal=None`` detects a causal ``mask`` (as torch)."""
-        self._cache = None
         # Validate here so that the messages name this method's arguments (``mask``, not ``src_mask``).
         layer = self.layers[0]
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
