@@ -164,15 +164,15 @@ def test_evaluation_forwards_never_pile_up_caches():
     assert all(not mod._caches for mod in m.modules())
 
 
-def test_a_new_top_level_forward_drops_the_previous_passes_caches():
-    """Two top-level calls are two passes: the second drops the first's cache (documented; share a
-    module inside a parent's forward to keep both)."""
+def test_calling_a_top_level_module_again_drops_its_previous_calls_caches():
+    """Two top-level calls of the same module are two passes of it: the second drops the first's cache
+    (documented; an evaluation loop keeps one)."""
     act = nt.GELU()
     act(np.ones(3))
     act(np.ones(4))
     assert len(act._caches) == 1
     assert act.backward(np.ones(4)).shape == (4,)
-    with pytest.raises(RuntimeError, match="a new top-level forward drops the caches"):
+    with pytest.raises(RuntimeError, match="calling a top-level module again drops the caches"):
         act.backward(np.ones(3))
 
 
@@ -193,3 +193,74 @@ def test_direct_forward_calls_count_as_forwards():
     y = m.forward(np.ones((1, 2)))
     assert len(m.act._caches) == 2
     m.backward(np.ones_like(y))
+
+
+class Block(nt.nn.Module):
+    """``act(lin(x))`` with an activation given from outside (shared between blocks)."""
+
+    def __init__(self, d, act, seed):
+        super().__init__()
+        self.lin = nt.Linear(d, d, dtype=np.float64, seed=seed)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+    def backward(self, dout):
+        return self.lin.backward(self.act.backward(dout))
+
+
+class TorchBlock(torch.nn.Module):
+    def __init__(self, d, act):
+        super().__init__()
+        self.lin, self.act = torch.nn.Linear(d, d, dtype=torch.float64), act
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+@pytest.mark.parametrize("chained,order", [(False, "first-second"), (False, "second-first"),
+                                           (True, "second-first")])   # chained: b1's dout comes from b2
+def test_two_layers_sharing_a_gelu_called_at_top_level_vs_torch(chained, order):
+    """The issue's case: two layers built with one GELU instance and called one after the other from
+    a script. Each backward takes the cache of its own layer's pass, in either order."""
+    act, tact = nt.GELU(), torch.nn.GELU()
+    b1, b2 = Block(3, act, 0), Block(3, act, 1)
+    t1, t2 = TorchBlock(3, tact), TorchBlock(3, tact)
+    convert.to_torch(b1, t1)
+    convert.to_torch(b2, t2)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, 3)), rng.standard_normal((4, 2, 3))
+    xt, yt = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (x, y))
+    o1, o1t = b1(x), t1(xt)
+    src, src_t = (o1, o1t) if chained else (y, yt)
+    o2, o2t = b2(src), t2(src_t)
+    g1, g2 = rng.standard_normal(o1.shape), rng.standard_normal(o2.shape)
+    if chained:
+        d2 = b2.backward(g2)
+        b1.backward(d2)
+        o2t.backward(torch.from_numpy(g2))
+        pairs = {"dx": (b1.lin.weight.grad, t1.lin.weight.grad)}
+    else:
+        grads = {}
+        for which in (("b1", "b2") if order == "first-second" else ("b2", "b1")):
+            grads[which] = b1.backward(g1) if which == "b1" else b2.backward(g2)
+        (o1t * torch.from_numpy(g1)).sum().add((o2t * torch.from_numpy(g2)).sum()).backward()
+        pairs = {"dx": (grads["b1"], xt.grad), "dy": (grads["b2"], yt.grad)}
+    pairs.update({"out1": (o1, o1t), "out2": (o2, o2t), "b1.weight": (b1.lin.weight.grad, t1.lin.weight.grad),
+                  "b2.weight": (b2.lin.weight.grad, t2.lin.weight.grad),
+                  "b2.bias": (b2.lin.bias.grad, t2.lin.bias.grad)})
+    assert not act._caches
+    assert_close(pairs)
+
+
+def test_shared_module_under_several_top_level_modules_keeps_one_pass_each():
+    act = nt.GELU()
+    b1, b2 = Block(3, act, 0).eval(), Block(3, act, 1).eval()
+    for _ in range(30):
+        b1(np.ones((1, 3)))
+        b2(np.ones((1, 3)))
+    assert len(act._caches) == 2 and len(b1.lin._caches) == 1
+    for _ in range(30):                           # a fresh top-level module each time: the dead ones' caches go
+        Block(3, act, 2)(np.ones((1, 3)))
+    assert len(act._caches) == 3

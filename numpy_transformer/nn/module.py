@@ -6,21 +6,27 @@ trace hooks), :class:`ModuleList` and :class:`IncompatibleKeys`.
 The caches, and why a module may be shared
 ------------------------------------------
 Each forward saves what its backward needs (``self._save(cache)``) and each backward consumes it
-(``self._take()``). A module may be used several times in one forward pass (one ``nt.GELU`` for two
-layers, a ``Linear`` applied twice, as torch allows): each use pushes its own cache on the module's
-stack and each backward pops the most recent one, so the backwards must come in reverse order of the
-forwards -- the order a parent's backward, walking its forward backwards, calls them anyway. The
-gradients of the shared parameters add up (``Parameter.accumulate``).
+(``self._take()``). A module may be used several times (one ``nt.GELU`` for two layers, a ``Linear``
+applied twice, as torch allows): each use pushes its own cache on the module's stack, and the
+gradients of shared parameters add up (``Parameter.accumulate``). Which cache does a backward take?
 
-Memory: a *top-level* forward (one not made from inside another module's forward) starts a new forward
-pass, and a module's first forward in a new pass drops whatever caches the previous pass left on it
-(an evaluation forward is never followed by a backward). So a module holds the caches of one pass at
-most: a model evaluated in a loop keeps one set, as it would with a single cache.
+* A *top-level* forward (one not made from inside another module's forward) starts a *pass*; every
+  forward it makes belongs to that pass, and each cache is tagged with it.
+* A top-level backward consumes the pass of its module's most recent cache (or, for a module that
+  keeps none, of its latest forward); every backward it makes takes the most recent cache *of that
+  pass*. So two layers called one after the other and sharing a GELU can be backpropagated in either
+  order, and within one pass a module used twice gets its backwards in reverse order of its
+  forwards -- the order a parent's backward, walking its forward backwards, calls them anyway.
+* Memory: calling the same top-level module again starts a new pass of it, and a module saving a
+  cache for that new pass drops its caches of the previous one (an evaluation forward is never
+  followed by a backward). So a model evaluated in a loop keeps one set of caches, as with a single
+  cache per module; a module called at top level twice keeps only the second call's cache.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
@@ -31,11 +37,17 @@ from .. import _trace
 __all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList"]
 
 
-class _PASS:
-    """The forward pass running now: ``current`` counts top-level forwards, ``depth`` how deeply forwards
-    are nested (0: none running), so a forward made inside another belongs to the same pass."""
-    current = 0
-    depth = 0
+class _TAPE:
+    """The pass running now. A pass is tagged ``(call number, weakref to its top-level module)``."""
+    calls = 0                 # top-level forwards so far: numbers the passes
+    forward_tag = None        # the running forward pass's tag (None: no forward running)
+    backward_depth = 0        # how deeply backwards are nested (0: none running)
+    backward_tag = None       # the pass the running top-level backward consumes
+
+
+def _new_tag(module):
+    _TAPE.calls += 1
+    return (_TAPE.calls, weakref.ref(module))
 
 
 class Parameter:
@@ -87,11 +99,12 @@ class IncompatibleKeys(NamedTuple):
 class Module:
     """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch.
 
-    Subclasses define ``forward`` and ``backward``. Every subclass's ``forward`` is wrapped to keep
-    count of the forward passes (see the module docstring: a shared module keeps one cache per use, a
-    new pass drops the leftovers of the last). When a trace is active (``nt.trace``), ``__call__``
-    records each forward output and every subclass's ``backward`` records the gradient it returns
-    (the wrapping happens once, in ``__init_subclass__``, so the layers' code stays plain maths).
+    Subclasses define ``forward`` and ``backward``. Every subclass's ``forward`` and ``backward`` are
+    wrapped to tag the caches with their pass (see the module docstring: a shared module keeps one
+    cache per use, and a new call of a top-level module drops the leftovers of its last). When a
+    trace is active (``nt.trace``), ``__call__`` records each forward output and every subclass's
+    ``backward`` records the gradient it returns (the wrapping happens once, in
+    ``__init_subclass__``, so the layers' code stays plain maths).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -100,18 +113,20 @@ class Module:
         if forward is not None and not getattr(forward, "_counted", False):
             @functools.wraps(forward)
             def counted_forward(self, *args, **kw):
-                if _PASS.depth == 0:
-                    _PASS.current += 1           # a top-level forward: a new pass
-                self._join_pass()
+                top = _TAPE.forward_tag is None
+                if top:
+                    _TAPE.forward_tag = _new_tag(self)       # a top-level forward: a new pass
+                self._drop_stale(_TAPE.forward_tag)
+                object.__setattr__(self, "_last_tag", _TAPE.forward_tag)
                 pending = len(self._caches)
-                _PASS.depth += 1
                 try:
                     return forward(self, *args, **kw)
                 except BaseException:
                     del self._caches[pending:]   # a forward that raises leaves no cache of its own behind
                     raise
                 finally:
-                    _PASS.depth -= 1
+                    if top:
+                        _TAPE.forward_tag = None
             counted_forward._counted = True
             cls.forward = counted_forward
         backward = cls.__dict__.get("backward")
@@ -119,6 +134,9 @@ class Module:
             @functools.wraps(backward)
             def traced_backward(self, *args, **kw):
                 caches = list(self._caches)
+                if _TAPE.backward_depth == 0:            # a top-level backward: which pass it consumes
+                    _TAPE.backward_tag = caches[-1][0] if caches else self._last_tag
+                _TAPE.backward_depth += 1
                 try:
                     grad = backward(self, *args, **kw)
                 except Exception as exc:
@@ -127,9 +145,13 @@ class Module:
                     self._caches[:] = caches
                     if len(caches) > 1 and hasattr(exc, "add_note"):     # Python >= 3.11
                         exc.add_note(f"({type(self).__name__} has {len(caches)} forwards waiting for their "
-                                     "backward; each backward takes the most recent one: call them in "
-                                     "reverse order of the forwards)")
+                                     "backward; in one forward pass each backward takes the most recent one: "
+                                     "call them in reverse order of the forwards)")
                     raise
+                finally:
+                    _TAPE.backward_depth -= 1
+                    if _TAPE.backward_depth == 0:
+                        _TAPE.backward_tag = None
                 if _trace.active():
                     _trace.record_backward(self, grad)
                 return grad
@@ -142,8 +164,8 @@ class Module:
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_caches", [])           # one cache per forward awaiting its backward
-        object.__setattr__(self, "_cache_pass", 0)         # the forward pass those caches belong to
+        object.__setattr__(self, "_caches", [])    # (pass tag, cache) per forward awaiting its backward
+        object.__setattr__(self, "_last_tag", None)  # the pass of the latest forward
 
     # -- registration --------------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -191,26 +213,35 @@ class Module:
     def backward(self, dout):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _join_pass(self):
-        """Drop the caches a previous forward pass left (forwards never followed by a backward)."""
-        if self._cache_pass != _PASS.current:
-            self._caches.clear()
-            object.__setattr__(self, "_cache_pass", _PASS.current)
+    def _drop_stale(self, tag):
+        """Drop the caches of an earlier pass of the same top-level module (that forward was never
+        followed by a backward: an evaluation, a refused call) and of top-level modules that are gone."""
+        call, root = tag[0], tag[1]()
+        self._caches[:] = [(t, c) for t, c in self._caches
+                           if t[1]() is not None and (t[1]() is not root or t[0] == call)]
 
     def _save(self, cache):
         """Keep ``cache`` for the backward of this forward (pushed: a shared module has one per use)."""
-        self._join_pass()
-        self._caches.append(cache)
+        tag = _TAPE.forward_tag
+        if tag is None:                      # saved outside a counted forward (one patched in): its own pass
+            tag = _new_tag(self)
+            self._drop_stale(tag)
+        self._caches.append((tag, cache))
 
     def _take(self):
-        """The most recent forward's cache, removed so that one backward too many is caught."""
-        if not self._caches:
-            raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or more times than "
-                               "forward() was called: each backward consumes one forward's cache, the most recent "
-                               "first (a module used twice in one forward pass takes two backwards). Call forward "
-                               "again first; note that a new top-level forward drops the caches the previous "
-                               "one left")
-        return self._caches.pop()
+        """The cache for this backward, removed so that one backward too many is caught: the most recent
+        one of the pass the running top-level backward consumes."""
+        want = _TAPE.backward_tag
+        for i in range(len(self._caches) - 1, -1, -1):
+            tag, cache = self._caches[i]
+            if want is None or tag[0] == want[0]:
+                del self._caches[i]
+                return cache
+        raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or more times than "
+                           "forward() was called: each backward consumes one forward's cache, the most recent "
+                           "first (a module used twice in one forward pass takes two backwards). Call forward "
+                           "again first; note that calling a top-level module again drops the caches its "
+                           "previous call left")
 
     # -- traversal -----------------------------------------------------------------------------
     def named_modules(self, prefix="") -> Iterator:
