@@ -264,3 +264,27 @@ def test_shared_module_under_several_top_level_modules_keeps_one_pass_each():
     for _ in range(30):                           # a fresh top-level module each time: the dead ones' caches go
         Block(3, act, 2)(np.ones((1, 3)))
     assert len(act._caches) == 3
+
+
+def test_two_encoder_layers_built_with_one_gelu_vs_torch():
+    """The issue's report, literally: ``activation=act`` with the same ``nt.GELU`` for two layers."""
+    from reference_torch import table
+    act = nt.GELU()
+    layers = [nt.TransformerEncoderLayer(6, 2, dim_feedforward=8, dropout=0.0, activation=act, dtype=np.float64,
+                                         seed=s) for s in (0, 1)]
+    assert layers[0].activation is layers[1].activation is act
+    refs = [table.torch_module(m) for m in layers]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 6))
+    xt = torch.from_numpy(x.copy()).requires_grad_(True)
+    y = layers[1](layers[0](x))
+    yt = refs[1](refs[0](xt))
+    g = rng.standard_normal(y.shape)
+    dx = layers[0].backward(layers[1].backward(g))
+    yt.backward(torch.from_numpy(g))
+    pairs = {"out": (y, yt), "dx": (dx, xt.grad)}
+    for i, (m, r) in enumerate(zip(layers, refs)):
+        ga = convert.grads_to_numpy(r)
+        pairs.update({f"{i}.{n}": (p.grad, ga[n]) for n, p in m.named_parameters()})
+    assert len(pairs) == 2 + 2 * len(ga)
+    assert_close(pairs)
