@@ -625,7 +625,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
     modules = list(module.modules())
-    saved_flags = [(m, m.training, m.__dict__.get("_cache")) for m in modules]
+    saved_flags = [(m, m.training, list(m._caches)) for m in modules]
     saved_grads = [(p, None if p.grad is None else p.grad.copy()) for _, p in all_params]
     try:
         if eval_mode:
@@ -685,9 +685,9 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
                                                 "p.grad is None after backward (never accumulated)")
             checks.append(check)
     finally:
-        for m, training, cache in saved_flags:
+        for m, training, caches in saved_flags:
             object.__setattr__(m, "training", training)
-            object.__setattr__(m, "_cache", cache)
+            m._caches[:] = caches
         for p, g in saved_grads:
             p.grad = g
     res = GradcheckResult(checks, eps, atol, rtol, seed if not isinstance(seed, np.random.Generator) else

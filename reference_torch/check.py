@@ -113,7 +113,9 @@ def compare(cfg, oracle="torch.nn"):
     -------
     Result
         ``pairs``: ``out``, ``weights`` (MultiheadAttention with need_weights), ``d<input>`` for every
-        float input and ``grad.<name>`` for every named parameter of the reference module.
+        float input, ``grad.<name>`` for every named parameter of the reference module, and
+        ``after.<name>`` for a parameter the forward changed in place on either side (Embedding's
+        ``max_norm`` renorm).
     """
     rng = np.random.default_rng(cfg["seed"])
     gen = torch.Generator().manual_seed(cfg["seed"])
@@ -135,6 +137,8 @@ def compare(cfg, oracle="torch.nn"):
     x_np, other = _inputs(cfg, rng)
     x_t = {name: torch.from_numpy(a.copy()).requires_grad_(True) for name, a in x_np.items()}
 
+    before = {n: p.data.copy() for n, p in ours.named_parameters()}
+    before_t = {n: p.detach().clone() for n, p in ref.named_parameters()}
     out, extra = _call(ours, cfg, x_np, other, "numpy")
     masks = nt.dropout_masks(ours) if oracle == "twin" else {}
     if oracle == "twin":
@@ -153,6 +157,11 @@ def compare(cfg, oracle="torch.nn"):
     ours_params = dict(ours.named_parameters())
     for name, p in ref.named_parameters():
         pairs[f"grad.{name}"] = (ours_params[name].grad if name in ours_params else None, p.grad)
+    for name, p in ref.named_parameters():       # a weight the forward edits in place (Embedding's max_norm)
+        mine = ours_params.get(name)
+        if not torch.equal(p.detach(), before_t[name]) or (mine is not None and
+                                                           not np.array_equal(mine.data, before[name])):
+            pairs[f"after.{name}"] = (None if mine is None else mine.data, p.detach())
     return Result(cfg, pairs, ours, ref, masks, oracle, (x_np, other, dout))
 
 
@@ -181,6 +190,7 @@ def reference_in_float64(res):
     exact.update(extra)
     exact.update((f"d{k}", v.grad) for k, v in x.items())
     exact.update((f"grad.{k}", p.grad) for k, p in ref.named_parameters())
+    exact.update((f"after.{k}", p.detach()) for k, p in ref.named_parameters())
     return exact
 
 

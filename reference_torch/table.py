@@ -87,6 +87,14 @@ def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, 
     return out.transpose(0, 1), ({"weights": weights} if need_weights else {})
 
 
+def _embedding(ids, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False):
+    """torch's embedding; with ``max_norm`` it renormalises ``weight`` in place (under no_grad), and the
+    renormed table is returned too, as ``weight_after`` (the registry's op returns it)."""
+    out = TF.embedding(ids, weight, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                       scale_grad_by_freq=scale_grad_by_freq)
+    return out if max_norm is None else (out, {"weight_after": weight.detach().clone()})
+
+
 def _dropout(x, p, mask, training=True):
     # torch's dropout draws its own mask; with a fixed keep-mask, inverted dropout is x * mask / (1-p)
     if not training or p == 0.0:
@@ -96,8 +104,10 @@ def _dropout(x, p, mask, training=True):
 
 OPS = {
     "linear": lambda x, weight, bias=None: TF.linear(x, weight, bias),
-    "embedding": lambda ids, weight, padding_idx=None: TF.embedding(ids, weight, padding_idx=padding_idx),
-    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5: TF.layer_norm(x, x.shape[-1:], weight, bias, eps),
+    "embedding": _embedding,
+    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5, normalized_shape=None: TF.layer_norm(
+        x, tuple(normalized_shape) if normalized_shape is not None else tuple(next(
+            (p.shape for p in (weight, bias) if p is not None), x.shape[-1:])), weight, bias, eps),
     "rms_norm": lambda x, weight=None, eps=None, normalized_shape=None: TF.rms_norm(
         x, tuple(normalized_shape) if weight is None else tuple(weight.shape), weight, eps),
     "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
@@ -159,7 +169,9 @@ def _encoder(m, twin=False):
 
 MODULES = {
     "Linear": lambda m, twin=False: nn.Linear(m.in_features, m.out_features, bias=m.bias is not None),
-    "Embedding": lambda m, twin=False: nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
+    "Embedding": lambda m, twin=False: nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx,
+                                                    max_norm=m.max_norm, norm_type=m.norm_type,
+                                                    scale_grad_by_freq=m.scale_grad_by_freq),
     "LayerNorm": lambda m, twin=False: nn.LayerNorm(m.normalized_shape, eps=m.eps,
                                                     elementwise_affine=m.elementwise_affine, bias=m.bias is not None),
     "RMSNorm": lambda m, twin=False: nn.RMSNorm(m.normalized_shape, eps=m.eps, elementwise_affine=m.elementwise_affine),

@@ -32,7 +32,7 @@ def _open_files():
 
 
 def _caches_left(trainer):
-    left = [name or "model" for name, m in trainer.model.named_modules() if m.__dict__.get("_cache") is not None]
+    left = [name or "model" for name, m in trainer.model.named_modules() if m._caches]
     if trainer.criterion._cache is not None:
         left.append("criterion")
     return left

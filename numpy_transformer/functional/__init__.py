@@ -15,7 +15,7 @@ is the import path):
 
 ================================  ==============================================================
 ``linear.py``                     ``linear_forward/backward``
-``embedding.py``                  ``embedding_forward/backward``
+``embedding.py``                  ``embedding_forward/backward``, ``embedding_renorm_`` (max_norm)
 ``norms.py``                      ``layer_norm_forward/backward``, ``rms_norm_forward/backward``
 ``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`)
 ``softmax.py``                    ``softmax_forward/backward``
@@ -34,7 +34,7 @@ from .activations import GeluCache, ReluCache, gelu_backward, gelu_forward, relu
 from .attention import (AttentionCache, _softmax_grad_rows, scaled_dot_product_attention_backward,
                         scaled_dot_product_attention_forward)
 from .dropout import DropoutCache, dropout_backward, dropout_forward
-from .embedding import EmbeddingCache, embedding_backward, embedding_forward
+from .embedding import EmbeddingCache, embedding_backward, embedding_forward, embedding_renorm_
 from .linear import LinearCache, linear_backward, linear_forward
 from .loss import CrossEntropyCache, cross_entropy_backward, cross_entropy_forward, log_softmax
 from .masks import _additive, causal_mask, check_causal_hint, is_causal_mask, merge_masks, module_to_sdpa_mask
@@ -47,7 +47,7 @@ from .tiled_attention import FlashAttentionCache, flash_attention_backward, flas
 
 __all__ = [
     "linear_forward", "linear_backward",
-    "embedding_forward", "embedding_backward",
+    "embedding_forward", "embedding_backward", "embedding_renorm_",
     "layer_norm_forward", "layer_norm_backward",
     "rms_norm_forward", "rms_norm_backward",
     "softmax_forward", "softmax_backward", "log_softmax",

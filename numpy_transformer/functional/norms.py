@@ -1,5 +1,6 @@
-"""Normalisation layers, forward and backward: LayerNorm ``y = (x - mean) / sqrt(var + eps) * w + b`` over
-the last dimension, and RMSNorm ``y = x / sqrt(mean(x**2) + eps) * w`` over the trailing dimensions."""
+"""Normalisation layers, forward and backward: LayerNorm ``y = (x - mean) / sqrt(var + eps) * w + b`` and
+RMSNorm ``y = x / sqrt(mean(x**2) + eps) * w``, both over the trailing ``normalized_shape`` dimensions
+(the last one by default), as torch."""
 
 from __future__ import annotations
 
@@ -10,48 +11,67 @@ import numpy as np
 from ._dtypes import _scalar
 
 
+def _trailing_shape(normalized_shape, x, *params):
+    """``normalized_shape`` as a tuple; default: the shape of the first parameter given, else ``(D,)``."""
+    if normalized_shape is None:
+        given = [p for p in params if p is not None]
+        normalized_shape = given[0].shape if given else x.shape[-1:]
+    elif isinstance(normalized_shape, (int, np.integer)):
+        normalized_shape = (int(normalized_shape),)
+    return tuple(int(n) for n in normalized_shape)       # the raw maths: shapes are not checked
+
+
 class LayerNormCache(NamedTuple):
-    xhat: np.ndarray              # (N..., D) normalised input
-    rstd: np.ndarray              # (N..., 1) 1 / sqrt(var + eps)
-    weight: Optional[np.ndarray]  # (D,)
+    xhat: np.ndarray              # (..., *normalized_shape) normalised input
+    rstd: np.ndarray              # (..., 1, ..., 1) 1 / sqrt(var + eps), one per normalised block
+    weight: Optional[np.ndarray]  # normalized_shape
     has_bias: bool
+    ndim: int                     # how many trailing axes were normalised
 
 
-def layer_norm_forward(x, weight=None, bias=None, eps=1e-5):
-    """Layer normalisation over the last axis, as ``torch.nn.LayerNorm(D)``.
+def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, normalized_shape=None):
+    """Layer normalisation over the trailing axes, as ``torch.nn.functional.layer_norm``.
 
-    Biased variance (divide by D) and ``eps`` inside the square root.
+    Biased variance (divide by the n = prod(normalized_shape) elements of each block) and ``eps``
+    inside the square root. ``LayerNorm(D)`` normalises each position's D features; ``LayerNorm((S, D))``
+    each sequence's S * D numbers together.
 
     Parameters
     ----------
-    x : ndarray, shape (..., D)
-    weight, bias : ndarray, shape (D,), optional
+    x : ndarray, shape (..., *normalized_shape)
+    weight, bias : ndarray, shape normalized_shape, optional
     eps : float
+    normalized_shape : int or tuple of int, optional
+        The trailing shape to normalise over. Default: the shape of ``weight`` (or of ``bias``), or
+        ``(x.shape[-1],)`` when there is neither (so several axes can be normalised without them).
 
     Returns
     -------
-    out : ndarray, shape (..., D)
+    out : ndarray, shape of x
     cache : LayerNormCache
     """
-    mean = x.mean(axis=-1, keepdims=True)                        # (..., 1)
-    xc = x - mean                                                # (..., D)
-    # Centre twice: the float mean of D equal values can miss them by an ulp, and on a constant row
+    k = len(_trailing_shape(normalized_shape, x, weight, bias))
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)                      # (..., 1, ..., 1)
+    xc = x - mean                                                # (..., *ns)
+    # Centre twice: the float mean of n equal values can miss them by an ulp, and on a constant block
     # that residue, divided by sqrt(eps), would become noise instead of the exact 0 torch gives.
-    xc -= xc.mean(axis=-1, keepdims=True)
-    var = np.mean(xc * xc, axis=-1, keepdims=True)               # (..., 1) biased
-    rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1)
-    xhat = xc * rstd                                             # (..., D)
-    out = xhat * weight if weight is not None else xhat.copy()   # (..., D)
+    xc -= xc.mean(axis=axes, keepdims=True)
+    var = np.mean(xc * xc, axis=axes, keepdims=True)             # (..., 1, ..., 1) biased
+    rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1, ..., 1)
+    xhat = xc * rstd                                             # (..., *ns)
+    out = xhat * weight if weight is not None else xhat.copy()   # (..., *ns)
     if bias is not None:
         out += bias
-    return out, LayerNormCache(xhat, rstd, weight, bias is not None)
+    return out, LayerNormCache(xhat, rstd, weight, bias is not None, k)
 
 
 def layer_norm_backward(dout, cache):
-    """Backward of LayerNorm.  Shapes: dout (..., D) -> dx (..., D), dw (D,), db (D,).
+    """Backward of LayerNorm.  Shapes: dout (..., *ns) -> dx (..., *ns), dw ns, db ns (None when absent).
 
     Forward: ``xhat = (x - mu) * rstd``, ``y = xhat * w + b`` with ``mu = mean(x)``,
-    ``rstd = (mean((x - mu)**2) + eps)**-1/2``.
+    ``rstd = (mean((x - mu)**2) + eps)**-1/2``, the means over the D = prod(ns) elements of each
+    normalised block (D features for ``LayerNorm(D)``).
 
     * ``db = sum(dout)`` and ``dw = sum(dout * xhat)`` over every leading position.
     * ``dxhat = dout * w``. Each ``x_j`` reaches the loss through ``xhat_j`` directly, through ``mu``
@@ -63,15 +83,16 @@ def layer_norm_backward(dout, cache):
       (the mean term removes the component along the all-ones direction, the last one removes the
       component along ``xhat``: exactly the two directions the normalisation projects out).
     """
-    xhat, rstd, weight, has_bias = cache
-    d = xhat.shape[-1]
-    lead = tuple(range(dout.ndim - 1))
-    dweight = (dout * xhat).sum(axis=lead) if weight is not None else None   # (D,)
-    dbias = dout.sum(axis=lead) if has_bias else None                         # (D,)
-    dxhat = dout * weight if weight is not None else dout                     # (..., D)
-    mean_dxhat = dxhat.mean(axis=-1, keepdims=True)                           # (..., 1)
-    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=-1, keepdims=True) / _scalar(d, xhat.dtype)  # (..., 1)
-    dx = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * rstd                  # (..., D)
+    xhat, rstd, weight, has_bias, k = cache
+    axes = tuple(range(xhat.ndim - k, xhat.ndim))                             # the normalised block
+    lead = tuple(range(xhat.ndim - k))                                        # every leading position
+    d = int(np.prod(xhat.shape[xhat.ndim - k:]))
+    dweight = (dout * xhat).sum(axis=lead) if weight is not None else None   # ns
+    dbias = dout.sum(axis=lead) if has_bias else None                         # ns
+    dxhat = dout * weight if weight is not None else dout                     # (..., *ns)
+    mean_dxhat = dxhat.mean(axis=axes, keepdims=True)                         # (..., 1, ..., 1)
+    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=axes, keepdims=True) / _scalar(d, xhat.dtype)  # (..., 1, ..., 1)
+    dx = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * rstd                  # (..., *ns)
     return dx, dweight, dbias
 
 
@@ -104,12 +125,7 @@ def rms_norm_forward(x, weight=None, eps=None, normalized_shape=None):
     out : ndarray, shape of x
     cache : RMSNormCache
     """
-    if normalized_shape is None:
-        normalized_shape = weight.shape if weight is not None else x.shape[-1:]
-    elif isinstance(normalized_shape, (int, np.integer)):
-        normalized_shape = (int(normalized_shape),)
-    normalized_shape = tuple(int(n) for n in normalized_shape)
-    k = len(normalized_shape)                                     # the raw maths: shapes are not checked
+    k = len(_trailing_shape(normalized_shape, x, weight))
     if eps is None:
         eps = np.finfo(x.dtype).eps
     axes = tuple(range(x.ndim - k, x.ndim))

@@ -4,7 +4,9 @@ and ``state_dict`` keys, so weights move between the two with no renaming.
 Every module has ``forward`` (also via ``__call__``) and ``backward(dout)``. ``backward`` uses the cache
 of the *last* forward, returns the gradient of the input(s) and *adds* every parameter's gradient into
 ``p.grad`` (accumulation, as torch). A forward's cache is released by its backward, so ``backward``
-before ``forward``, or twice for one forward, raises ``RuntimeError``. Every input is validated before
+before ``forward``, or more times than ``forward``, raises ``RuntimeError``. A module used several
+times in one forward pass (shared, as torch allows) keeps one cache per use; its backwards consume
+them most recent first (see ``module.py``). Every input is validated before
 anything changes: a refused call (TypeError, ValueError, IndexError with a message naming the argument,
 what was expected and what was received) leaves the module usable, and a ``backward`` refused for a
 gradient of the wrong shape or dtype keeps the forward's cache for the next, correct call.

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import functional as F
-from .._checks import (as_generator, check_float_array, check_float_input, check_grad, check_ids,
+from .._checks import (as_generator, check_float_array, check_float_input, check_grad, check_ids, check_number,
                        check_positive_int, check_probability)
 from ._init import _dtype_of, _uniform
 from .module import Module, Parameter
@@ -70,10 +70,32 @@ class Embedding(Module):
     embedding_dim : int
         D.
     padding_idx : int, optional
+        This row gets no gradient (and starts at zero, unless the table is given); negative counts
+        from the end, as torch.
+    max_norm : float, optional
+        Before each lookup, every looked-up row whose ``norm_type``-norm exceeds ``max_norm`` is
+        rescaled *in place* to norm ``max_norm`` (``row *= max_norm / (norm + 1e-7)``, as torch),
+        so ``weight`` changes during the forward, in eval mode too. The gradient is then taken with
+        respect to the renormed table: the in-place renorm is an edit of the weight's value, outside
+        the differentiated function (see :func:`numpy_transformer.functional.embedding_forward`).
+        Must be > 0 (torch accepts any number; zero or a negative bound only zeroes or flips rows).
+    norm_type : float
+        The p of the p-norm for ``max_norm`` (default 2; ``np.inf``: the largest absolute entry).
+        Must be > 0 (torch does not check).
+    scale_grad_by_freq : bool
+        Divide each row's gradient by the number of times its id occurs in the batch.
+    sparse : bool
+        Only False: sparse gradients are not supported (``sparse=True`` raises ValueError).
+    _weight : ndarray (V, D), optional
+        Use this array as the table (torch's private argument, what :meth:`from_pretrained` passes);
+        its padding row is kept as it is.
+    _freeze : bool
+        With ``_weight``: ``weight.requires_grad = False``.
     dtype, seed : see :class:`Linear`
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=np.float32, seed=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, dtype=np.float32, seed=None):
         super().__init__()
         self.num_embeddings = check_positive_int(num_embeddings, "num_embeddings")
         self.embedding_dim = check_positive_int(embedding_dim, "embedding_dim")
@@ -83,28 +105,78 @@ class Embedding(Module):
                 raise ValueError(f"padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
             padding_idx = padding_idx % num_embeddings
         self.padding_idx = padding_idx
-        self.dtype = _dtype_of(dtype)
-        w = as_generator(seed).standard_normal((num_embeddings, embedding_dim)).astype(self.dtype)
-        if padding_idx is not None:
-            w[padding_idx] = 0
-        self.weight = Parameter(w)
+        self.max_norm = None if max_norm is None else check_number(max_norm, "max_norm", low=0, low_open=True)
+        self.norm_type = check_number(norm_type, "norm_type", low=0, low_open=True, allow_inf=True)
+        if not isinstance(scale_grad_by_freq, (bool, np.bool_)):
+            raise TypeError(f"scale_grad_by_freq must be True or False, got {scale_grad_by_freq!r}")
+        self.scale_grad_by_freq = bool(scale_grad_by_freq)
+        if sparse is not False:
+            raise ValueError(f"sparse={sparse!r} is not supported: numpy_transformer's gradients are dense "
+                             "arrays; use sparse=False (the same gradient, as a dense (V, D) array)")
+        self.sparse = False
+        if _weight is None:
+            self.dtype = _dtype_of(dtype)
+            w = as_generator(seed).standard_normal((num_embeddings, embedding_dim)).astype(self.dtype)
+            if padding_idx is not None:
+                w[padding_idx] = 0
+        else:
+            w = check_float_array(_weight, "_weight")
+            if w.shape != (self.num_embeddings, self.embedding_dim):
+                raise ValueError(f"_weight must have shape (num_embeddings, embedding_dim) = "
+                                 f"{(self.num_embeddings, self.embedding_dim)}, got {w.shape}")
+            self.dtype = w.dtype
+        self.weight = Parameter(w, requires_grad=not (_weight is not None and _freeze))
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose table is ``embeddings`` (V, D), as ``torch.nn.Embedding.from_pretrained``.
+
+        The array itself becomes ``weight`` (no copy, as torch shares the tensor: an optimizer step or
+        a ``max_norm`` renorm writes into it; pass ``embeddings.copy()`` to keep the original), and its
+        dtype (float32 or float64) is the module's. ``freeze=True`` (the default) makes the weight
+        frozen, ``weight.requires_grad = False``: the backward gives it no gradient and the
+        optimizers leave it unchanged. ``padding_idx`` keeps its row's pretrained values (it only
+        stops that row's gradient). The other arguments are the constructor's.
+        """
+        embeddings = check_float_array(embeddings, "embeddings")
+        if embeddings.ndim != 2:
+            raise ValueError(f"embeddings must be a 2-D array (num_embeddings, embedding_dim), got shape "
+                             f"{embeddings.shape}")
+        if not embeddings.flags.writeable:
+            raise ValueError("embeddings is read-only; from_pretrained uses the array itself as the weight "
+                             "(optimizers and max_norm write into it): pass embeddings.copy()")
+        rows, dim = embeddings.shape
+        return cls(rows, dim, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                   scale_grad_by_freq=scale_grad_by_freq, sparse=sparse, _weight=embeddings, _freeze=freeze)
 
     def forward(self, ids):
-        """ids (...) integer in [0, V) -> (..., D)."""
+        """ids (...) integer in [0, V) -> (..., D); with ``max_norm``, renormalises looked-up rows first."""
         ids = check_ids(ids, "input", self.num_embeddings)
-        out, cache = F.embedding_forward(ids, self.weight.data, self.padding_idx)
+        out, cache = F.embedding_forward(ids, self.weight.data, self.padding_idx, max_norm=self.max_norm,
+                                         norm_type=self.norm_type, scale_grad_by_freq=self.scale_grad_by_freq)
         self._save((cache, out.shape))
         return out
 
     def backward(self, dout):
-        """dout (..., D) -> None (ids have no gradient); accumulates weight.grad by scatter-add."""
+        """dout (..., D) -> None (ids have no gradient); accumulates weight.grad by scatter-add (none when frozen)."""
         cache, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
-        self.weight.accumulate(F.embedding_backward(dout, cache))
+        if self.weight.requires_grad:
+            self.weight.accumulate(F.embedding_backward(dout, cache), owned=True)
         return None
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        return s
 
 
 class Dropout(Module):

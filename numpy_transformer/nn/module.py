@@ -1,12 +1,32 @@
 """The base machinery: :class:`Parameter` (an array and its accumulated gradient), :class:`Module`
 (registration of parameters, buffers and sub-modules by attribute assignment; ``__call__``; the
-forward's cache, ``_save``/``_take``; traversal; ``state_dict``/``load_state_dict``; train/eval;
+forwards' caches, ``_save``/``_take``; traversal; ``state_dict``/``load_state_dict``; train/eval;
 trace hooks), :class:`ModuleList` and :class:`IncompatibleKeys`.
+
+The caches, and why a module may be shared
+------------------------------------------
+Each forward saves what its backward needs (``self._save(cache)``) and each backward consumes it
+(``self._take()``). A module may be used several times (one ``nt.GELU`` for two layers, a ``Linear``
+applied twice, as torch allows): each use pushes its own cache on the module's stack, and the
+gradients of shared parameters add up (``Parameter.accumulate``). Which cache does a backward take?
+
+* A *top-level* forward (one not made from inside another module's forward) starts a *pass*; every
+  forward it makes belongs to that pass, and each cache is tagged with it.
+* A top-level backward consumes the pass of its module's most recent cache (or, for a module that
+  keeps none, of its latest forward); every backward it makes takes the most recent cache *of that
+  pass*. So two layers called one after the other and sharing a GELU can be backpropagated in either
+  order, and within one pass a module used twice gets its backwards in reverse order of its
+  forwards -- the order a parent's backward, walking its forward backwards, calls them anyway.
+* Memory: calling the same top-level module again starts a new pass of it, and a module saving a
+  cache for that new pass drops its caches of the previous one (an evaluation forward is never
+  followed by a backward). So a model evaluated in a loop keeps one set of caches, as with a single
+  cache per module; a module called at top level twice keeps only the second call's cache.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
@@ -17,12 +37,31 @@ from .. import _trace
 __all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList"]
 
 
-class Parameter:
-    """A trainable array: ``.data`` holds the value, ``.grad`` the accumulated gradient (or None)."""
+class _TAPE:
+    """The pass running now. A pass is tagged ``(call number, weakref to its top-level module)``."""
+    calls = 0                 # top-level forwards so far: numbers the passes
+    forward_tag = None        # the running forward pass's tag (None: no forward running)
+    backward_depth = 0        # how deeply backwards are nested (0: none running)
+    backward_tag = None       # the pass the running top-level backward consumes
 
-    def __init__(self, data):
+
+def _new_tag(module):
+    _TAPE.calls += 1
+    return (_TAPE.calls, weakref.ref(module))
+
+
+class Parameter:
+    """A trainable array: ``.data`` holds the value, ``.grad`` the accumulated gradient (or None).
+
+    ``requires_grad=False`` freezes it, as torch: backwards give it no gradient (``accumulate`` does
+    nothing), so ``.grad`` stays None and the optimizers, which skip parameters without a gradient,
+    leave it unchanged (e.g. ``Embedding.from_pretrained(..., freeze=True)``).
+    """
+
+    def __init__(self, data, requires_grad=True):
         self.data = np.asarray(data)
         self.grad = None
+        self.requires_grad = bool(requires_grad)
 
     @property
     def shape(self):
@@ -36,8 +75,11 @@ class Parameter:
         """Add ``grad`` into ``.grad`` (allocating it on the first call), as torch's autograd does.
 
         ``owned=True`` says ``grad`` is a fresh array nobody else holds (what the functional backwards
-        return), so the first call may keep it instead of copying it.
+        return), so the first call may keep it instead of copying it. A frozen parameter
+        (``requires_grad=False``) ignores the call.
         """
+        if not self.requires_grad:
+            return
         if self.grad is None:
             fresh = owned and grad.dtype == self.data.dtype and grad.flags.c_contiguous and grad.flags.writeable
             self.grad = grad if fresh else np.array(grad, dtype=self.data.dtype, copy=True)
@@ -45,7 +87,8 @@ class Parameter:
             self.grad += grad
 
     def __repr__(self):
-        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+        frozen = "" if self.requires_grad else ", requires_grad=False"
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype}{frozen})"
 
 
 class IncompatibleKeys(NamedTuple):
@@ -56,26 +99,59 @@ class IncompatibleKeys(NamedTuple):
 class Module:
     """Base class: registers parameters, buffers and sub-modules by attribute assignment, like torch.
 
-    Subclasses define ``forward`` and ``backward``. When a trace is active (``nt.trace``), ``__call__``
-    records each forward output and every subclass's ``backward`` records the gradient it returns
-    (the wrapping happens once, in ``__init_subclass__``, so the layers' code stays plain maths).
+    Subclasses define ``forward`` and ``backward``. Every subclass's ``forward`` and ``backward`` are
+    wrapped to tag the caches with their pass (see the module docstring: a shared module keeps one
+    cache per use, and a new call of a top-level module drops the leftovers of its last). When a
+    trace is active (``nt.trace``), ``__call__`` records each forward output and every subclass's
+    ``backward`` records the gradient it returns (the wrapping happens once, in
+    ``__init_subclass__``, so the layers' code stays plain maths).
     """
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        forward = cls.__dict__.get("forward")
+        if forward is not None and not getattr(forward, "_counted", False):
+            @functools.wraps(forward)
+            def counted_forward(self, *args, **kw):
+                top = _TAPE.forward_tag is None
+                if top:
+                    _TAPE.forward_tag = _new_tag(self)       # a top-level forward: a new pass
+                self._drop_stale(_TAPE.forward_tag)
+                object.__setattr__(self, "_last_tag", _TAPE.forward_tag)
+                pending = len(self._caches)
+                try:
+                    return forward(self, *args, **kw)
+                except BaseException:
+                    del self._caches[pending:]   # a forward that raises leaves no cache of its own behind
+                    raise
+                finally:
+                    if top:
+                        _TAPE.forward_tag = None
+            counted_forward._counted = True
+            cls.forward = counted_forward
         backward = cls.__dict__.get("backward")
         if backward is not None and not getattr(backward, "_traced", False):
             @functools.wraps(backward)
             def traced_backward(self, *args, **kw):
-                cache = self.__dict__.get("_cache")
+                caches = list(self._caches)
+                if _TAPE.backward_depth == 0:            # a top-level backward: which pass it consumes
+                    _TAPE.backward_tag = caches[-1][0] if caches else self._last_tag
+                _TAPE.backward_depth += 1
                 try:
                     grad = backward(self, *args, **kw)
-                except Exception:
+                except Exception as exc:
                     # A refused call (wrong gradient shape or dtype) must not cost the forward's cache:
                     # the next, correct backward still works.
-                    if self.__dict__.get("_cache") is None:
-                        object.__setattr__(self, "_cache", cache)
+                    self._caches[:] = caches
+                    if len(caches) > 1 and hasattr(exc, "add_note"):     # Python >= 3.11
+                        exc.add_note(f"({type(self).__name__} has {len(caches)} forwards waiting for their "
+                                     "backward; in one forward pass each backward takes the most recent one: "
+                                     "call them in reverse order of the forwards)")
                     raise
+                finally:
+                    _TAPE.backward_depth -= 1
+                    if _TAPE.backward_depth == 0:
+                        _TAPE.backward_tag = None
                 if _trace.active():
                     _trace.record_backward(self, grad)
                 return grad
@@ -88,7 +164,8 @@ class Module:
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_cache", None)
+        object.__setattr__(self, "_caches", [])    # (pass tag, cache) per forward awaiting its backward
+        object.__setattr__(self, "_last_tag", None)  # the pass of the latest forward
 
     # -- registration --------------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -125,7 +202,6 @@ class Module:
 
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        object.__setattr__(self, "_cache", None)    # a forward that raises leaves no stale cache behind
         out = self.forward(*args, **kwargs)
         if _trace.active():
             _trace.record_forward(self, out, args)
@@ -137,17 +213,35 @@ class Module:
     def backward(self, dout):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _drop_stale(self, tag):
+        """Drop the caches of an earlier pass of the same top-level module (that forward was never
+        followed by a backward: an evaluation, a refused call) and of top-level modules that are gone."""
+        call, root = tag[0], tag[1]()
+        self._caches[:] = [(t, c) for t, c in self._caches
+                           if t[1]() is not None and (t[1]() is not root or t[0] == call)]
+
     def _save(self, cache):
-        self._cache = cache
+        """Keep ``cache`` for the backward of this forward (pushed: a shared module has one per use)."""
+        tag = _TAPE.forward_tag
+        if tag is None:                      # saved outside a counted forward (one patched in): its own pass
+            tag = _new_tag(self)
+            self._drop_stale(tag)
+        self._caches.append((tag, cache))
 
     def _take(self):
-        """The last forward's cache, released so that a second backward is caught."""
-        cache = self._cache
-        if cache is None:
-            raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or twice for one "
-                               "forward: call forward again first (each backward consumes its forward's cache)")
-        self._cache = None
-        return cache
+        """The cache for this backward, removed so that one backward too many is caught: the most recent
+        one of the pass the running top-level backward consumes."""
+        want = _TAPE.backward_tag
+        for i in range(len(self._caches) - 1, -1, -1):
+            tag, cache = self._caches[i]
+            if want is None or tag[0] == want[0]:
+                del self._caches[i]
+                return cache
+        raise RuntimeError(f"{type(self).__name__}.backward() called before forward(), or more times than "
+                           "forward() was called: each backward consumes one forward's cache, the most recent "
+                           "first (a module used twice in one forward pass takes two backwards). Call forward "
+                           "again first; note that calling a top-level module again drops the caches its "
+                           "previous call left")
 
     # -- traversal -----------------------------------------------------------------------------
     def named_modules(self, prefix="") -> Iterator:

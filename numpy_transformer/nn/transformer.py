@@ -91,7 +91,6 @@ class TransformerEncoderLayer(Module):
         raises ValueError); **difference from torch:** with ``src_mask`` None it applies the causal mask
         (torch raises "Need attn_mask if specifying the is_causal hint").
         """
-        self._cache = None               # a forward that raises must not leave an old cache behind
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
         x = check_float_input(src, "src", self.dtype, ndim=(2, 3), last_dim=self.d_model,
                               shape_doc=bf + " or unbatched (S, D)")
@@ -218,7 +217,6 @@ class TransformerEncoder(Module):
         hint raises ValueError) and, **unlike torch** (which raises), applies the causal mask when
         ``mask`` is None.
         """
-        self._cache = None
         # Validate here so that the messages name this method's arguments (``mask``, not ``src_mask``).
         layer = self.layers[0]
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"

@@ -58,15 +58,25 @@ def _draw_linear(c, cfg, min_width, min_len):
                bias=c.boolean())
 
 
-def _draw_embedding(c, cfg, min_width, min_len, padding_idx="draw"):
+def _draw_embedding(c, cfg, min_width, min_len, padding_idx="draw", max_norm="draw", scale_grad_by_freq=None):
     v = c.integers(1, 8)
     pad = c.choice((None, c.integers(-v, v - 1))) if padding_idx == "draw" else padding_idx
-    cfg.update(V=v, D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)), padding_idx=pad)
+    if max_norm == "draw":                     # rows are N(0, 1) (+ the checker's noise): some norms above it
+        max_norm = c.choice((None, c.log_uniform(0.3, 3.0)))
+    cfg.update(V=v, D=c.integers(1, 6), ids_shape=(c.integers(1, 3), c.integers(1, 6)), padding_idx=pad,
+               max_norm=max_norm, norm_type=2.0 if max_norm is None else c.choice((2.0, 1.0, 3.0, np.inf)),
+               scale_grad_by_freq=c.boolean() if scale_grad_by_freq is None else scale_grad_by_freq)
 
 
-def _draw_layer_norm(c, cfg, min_width, min_len):
+def _draw_layer_norm(c, cfg, min_width, min_len, dims=None):
     affine = c.boolean()
-    cfg.update(lead=_lead_shape(c), D=c.integers(max(min_width, MIN_LAYER_NORM_D), 8), eps=c.log_uniform(1e-12, 1e-1),
+    dims = c.integers(1, 2) if dims is None else dims
+    if dims == 1:                                        # normalized_shape given as D or as (D,)
+        d = c.integers(max(min_width, MIN_LAYER_NORM_D), 8)
+        shape = c.choice((d, (d,)))
+    else:                                                # e.g. (S, D): n = S * D >= 4 elements
+        shape = tuple(c.integers(max(min_width, 2), 4) for _ in range(dims))
+    cfg.update(lead=_lead_shape(c), shape=shape, eps=c.log_uniform(1e-12, 1e-1),
                elementwise_affine=affine, bias=c.boolean() if affine else True)
 
 
@@ -144,12 +154,18 @@ MODULES = {case.name: case for case in [
     ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
                                                             dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("Embedding", _draw_embedding,
-               lambda cfg: nn.Embedding(cfg["V"], cfg["D"], padding_idx=cfg["padding_idx"], dtype=_dt(cfg),
-                                        seed=cfg["seed"]),
-               examples=(("", {"padding_idx": None}), ("padding_idx=1, FD skips the frozen row", {"padding_idx": 1}))),
+               lambda cfg: nn.Embedding(cfg["V"], cfg["D"], padding_idx=cfg["padding_idx"], max_norm=cfg["max_norm"],
+                                        norm_type=cfg["norm_type"], scale_grad_by_freq=cfg["scale_grad_by_freq"],
+                                        dtype=_dt(cfg), seed=cfg["seed"]),
+               # finite differences: max_norm and scale_grad_by_freq off (their gradients are, by design,
+               # not the derivative of the forward; the torch comparisons cover them)
+               examples=(("", {"padding_idx": None, "max_norm": None, "scale_grad_by_freq": False}),
+                         ("padding_idx=1, FD skips the frozen row",
+                          {"padding_idx": 1, "max_norm": None, "scale_grad_by_freq": False}))),
     ModuleCase("LayerNorm", _draw_layer_norm,
-               lambda cfg: nn.LayerNorm(cfg["D"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
-                                        bias=cfg["bias"], dtype=_dt(cfg))),
+               lambda cfg: nn.LayerNorm(cfg["shape"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
+                                        bias=cfg["bias"], dtype=_dt(cfg)),
+               examples=(("", {"dims": 1}), ("2 dims", {"dims": 2}))),
     ModuleCase("RMSNorm", _draw_rms_norm,
                lambda cfg: nn.RMSNorm(cfg["shape"], eps=cfg["eps"], elementwise_affine=cfg["elementwise_affine"],
                                       dtype=_dt(cfg))),
@@ -219,7 +235,7 @@ def make_inputs(cfg, rng):
         ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
         return {}, {"ids": ids}
     if k in ("LayerNorm", "RMSNorm"):
-        shape = cfg["lead"] + ((cfg["D"],) if k == "LayerNorm" else cfg["shape"])
+        shape = cfg["lead"] + (cfg["shape"] if isinstance(cfg["shape"], tuple) else (cfg["shape"],))
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
     if k == "PositionalEncoding":
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}

@@ -89,7 +89,7 @@ def _draw_linear(c, dtype, bias=None):
     return Draw(inputs, {})
 
 
-def _draw_embedding(c, dtype, padding_idx="draw"):
+def _draw_embedding(c, dtype, padding_idx="draw", max_norm="draw", scale_grad_by_freq=None):
     rng = c.rng()
     v, d = c.integers(1, 6), c.integers(1, 4)
     ids = rng.integers(0, v, size=(c.integers(1, 3), c.integers(1, 6)))
@@ -99,22 +99,32 @@ def _draw_embedding(c, dtype, padding_idx="draw"):
     elif padding_idx is not None:
         padding_idx = min(padding_idx, v - 1)
     static = {} if padding_idx is None else {"padding_idx": padding_idx}
+    if max_norm == "draw":                              # rows are N(0, 1): norms around sqrt(D), some above
+        max_norm = c.choice((None, c.log_uniform(0.3, 3.0)))
+    if max_norm is not None:
+        static.update(max_norm=max_norm, norm_type=c.choice((2.0, 1.0, 3.0, np.inf)))
+    if c.boolean() if scale_grad_by_freq is None else scale_grad_by_freq:
+        static["scale_grad_by_freq"] = True
     exclude = None if padding_idx is None else {"weight": padding_idx}     # the frozen row: not a derivative
     return Draw({"ids": ids, "weight": _n(rng, (v, d), dtype)}, static, exclude)
 
 
-def _draw_layer_norm(c, dtype, affine=None):
-    # D >= 3: for D <= 2 LayerNorm is ill-conditioned (see reference_torch.check.MIN_LAYER_NORM_D).
+def _draw_layer_norm(c, dtype, affine=None, dims=None):
+    # n >= 3 normalised elements: for n <= 2 LayerNorm is ill-conditioned (see registry.modules.MIN_LAYER_NORM_D).
     rng = c.rng()
-    d = c.integers(3, 8)
+    dims = c.integers(1, 2) if dims is None else dims
+    norm_shape = (c.integers(3, 8),) if dims == 1 else tuple(c.integers(2, 4) for _ in range(dims))
     affine = c.choice(("both", "weight", "bias", "none")) if affine is None else affine
-    x = (_n(rng, _lead(c) + (d,), dtype, 2.0) + dtype(0.5))
+    x = (_n(rng, _lead(c) + norm_shape, dtype, 2.0) + dtype(0.5))
     inputs = {"x": x}
     if affine in ("both", "weight"):
-        inputs["weight"] = _n(rng, (d,), dtype)
+        inputs["weight"] = _n(rng, norm_shape, dtype)
     if affine in ("both", "bias"):
-        inputs["bias"] = _n(rng, (d,), dtype)
-    return Draw(inputs, {"eps": c.log_uniform(1e-12, 1e-1)})
+        inputs["bias"] = _n(rng, norm_shape, dtype)
+    static = {"eps": c.log_uniform(1e-12, 1e-1)}
+    if affine == "none" or c.boolean():          # without weight and bias it is the only way to say ns
+        static["normalized_shape"] = norm_shape
+    return Draw(inputs, static)
 
 
 def _draw_rms_norm(c, dtype, weight=None, dims=None):
@@ -276,6 +286,14 @@ def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=No
 # adapters for the pairs whose signature is not (x, ...) -> (out, cache)
 # --------------------------------------------------------------------------------------------------
 
+def _embedding_forward(ids, weight, **options):
+    """With ``max_norm`` the forward renormalises rows of ``weight`` in place: it gets a copy (the drawn
+    table stays as drawn for the torch side) and the renormed table is an output, ``weight_after``."""
+    weight = np.array(weight, copy=True)
+    out, cache = F.embedding_forward(ids, weight, **options)
+    return ({"out": out} if options.get("max_norm") is None else {"out": out, "weight_after": weight}), cache
+
+
 def _dropout_forward(**kw):
     out, cache = F.dropout_forward(**kw)
     return {"out": out}, cache
@@ -309,11 +327,16 @@ _SDPA = ("query", "key", "value")
 OPS = {case.name: case for case in [
     OpCase("linear", *_pair("linear_forward", "linear_backward", ("x", "weight", "bias")), _draw_linear,
            examples=(("", {"bias": True}), ("no bias", {"bias": False}))),
-    OpCase("embedding", *_pair("embedding_forward", "embedding_backward", ("weight",)), _draw_embedding,
-           examples=(("", {"padding_idx": None}), ("padding_idx=0, FD skips the frozen row", {"padding_idx": 0})),
-           nondiff=("ids",)),
+    OpCase("embedding", _embedding_forward, _pair("embedding_forward", "embedding_backward", ("weight",))[1],
+           _draw_embedding, nondiff=("ids",),
+           # finite differences differentiate W -> renorm(W)[ids]: the report's rows leave max_norm and
+           # scale_grad_by_freq off (by design their gradients are not that derivative; torch compares them)
+           examples=(("", {"padding_idx": None, "max_norm": None, "scale_grad_by_freq": False}),
+                     ("padding_idx=0, FD skips the frozen row",
+                      {"padding_idx": 0, "max_norm": None, "scale_grad_by_freq": False}))),
     OpCase("layer_norm", *_pair("layer_norm_forward", "layer_norm_backward", ("x", "weight", "bias")),
-           _draw_layer_norm, examples=(("", {"affine": "both"}), ("no affine", {"affine": "none"}))),
+           _draw_layer_norm, examples=(("", {"affine": "both", "dims": 1}), ("no affine", {"affine": "none", "dims": 1}),
+                                       ("2 dims", {"affine": "both", "dims": 2}))),
     OpCase("rms_norm", *_pair("rms_norm_forward", "rms_norm_backward", ("x", "weight")), _draw_rms_norm,
            examples=(("", {"weight": True, "dims": 1}), ("2 dims, no weight", {"weight": False, "dims": 2}))),
     OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
