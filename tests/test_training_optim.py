@@ -76,7 +76,7 @@ def _compare(params, tparams, dtype, what):
 
 
 def _compare_state(ours, ref, dtype):
-    tol = 1e-12 if dtype == np.float64 else 1e-5
+    tol = 1e-12 if dtype == np.float64 else 1e-4      # float32: buffers that cancel (dampening) keep less
     a, b = ours.state_dict(), optimizer_state_to_numpy(ref.state_dict())
     assert a["state"].keys() == b["state"].keys()
     pairs = {}
