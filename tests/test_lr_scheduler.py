@@ -222,5 +222,6 @@ def test_scheduler_misuse():
         a.load_state_dict(dict(before, T_max=4))
     assert a.state_dict() == before
     ours.add_param_group({"params": [nt.Parameter(np.zeros(1))]})
+    ours.step()
     with pytest.raises(ValueError, match="2 parameter groups, but the scheduler was built for 1"):
         a.step()

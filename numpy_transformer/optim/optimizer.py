@@ -200,7 +200,7 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Restore hyper-parameters and per-parameter state from :meth:`state_dict` or from torch's.
+        """Restore hyper-parameters and per-parameter state of :meth:`state_dict` or of torch's optimizers.
 
         A ``torch.optim`` state dict loads as it is (its tensors are read through ``np.asarray``, so
         no torch import happens here) or after ``reference_torch.convert.optimizer_state_to_numpy``:
