@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
+from reference_torch.convert import optimizer_state_to_numpy
 from numpy_transformer.optim import lr_scheduler as ours_sched
 
 STEPS = 200
@@ -140,10 +141,7 @@ def test_state_dict_from_torch_continues_like_torch(spec, split, lrs):
     for _ in range(split):
         ref.step(), s_ref.step()
     s_ours = build(ours_sched, ours, spec)                     # build first, then load (torch's advice)
-    sd = nt.optim.Optimizer.state_dict(ours)
-    ours.load_state_dict({"state": {}, "param_groups": [
-        {k: v for k, v in g.items() if k in sd["param_groups"][0]} | {"params": g["params"]}
-        for g in ref.state_dict()["param_groups"]]})
+    ours.load_state_dict(optimizer_state_to_numpy(ref.state_dict()))
     s_ours.load_state_dict(_torch_state_for_ours(s_ref.state_dict()))
     if spec[0] == "LambdaLR":
         assert s_ours.lr_lambdas[0].rate == s_ref.lr_lambdas[0].rate
@@ -156,6 +154,19 @@ def test_state_dict_from_torch_continues_like_torch(spec, split, lrs):
     again = build(ours_sched, optimizers(lrs)[0], spec)
     again.load_state_dict(s_ours.state_dict())
     assert again.state_dict().keys() == s_ours.state_dict().keys()
+
+
+def test_an_lr_rounded_below_zero_by_torch_loads():
+    """torch's LinearLR down to end_factor=0 ends at -3e-18 (rounding); its optimizer state still loads."""
+    ours, ref = optimizers([0.1])
+    s_ref = torch.optim.lr_scheduler.LinearLR(ref, start_factor=0.42577011850130864, end_factor=0.0, total_iters=3)
+    for _ in range(3):
+        ref.step(), s_ref.step()
+    assert -1e-12 < ref.param_groups[0]["lr"] < 0
+    ours.load_state_dict(optimizer_state_to_numpy(ref.state_dict()))
+    assert ours.param_groups[0]["lr"] == ref.param_groups[0]["lr"]
+    with pytest.raises(ValueError, match="lr must be >= 0"):
+        ours.load_state_dict({"state": {}, "param_groups": [dict(ours.state_dict()["param_groups"][0], lr=-1e-3)]})
 
 
 def test_state_dict_keys_are_torchs():

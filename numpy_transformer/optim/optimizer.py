@@ -207,8 +207,9 @@ class Optimizer:
         ``"step"`` becomes a number, the buffers (``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq``,
         ``momentum_buffer``) arrays of their parameter's dtype, as torch casts them. torch's group keys
         for other code paths are accepted at values that change no result (``foreach``, ``fused=None``,
-        ``differentiable=False``, ...), refused otherwise. Everything is validated first, so a refused
-        state leaves the optimizer as it was.
+        ``differentiable=False``, ...), refused otherwise. An ``lr`` a scheduler rounded to just below 0
+        (``> -1e-12``) is kept, as torch keeps it. Everything is validated first, so a refused state
+        leaves the optimizer as it was.
         """
         if not isinstance(state_dict, dict) or set(state_dict) != {"state", "param_groups"}:
             got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
@@ -261,7 +262,15 @@ class Optimizer:
             for k in ("lr", "weight_decay", "initial_lr", "eps", "momentum", "dampening"):
                 if isinstance(merged.get(k), np.ndarray) and merged[k].size == 1:
                     merged[k] = merged[k].item()            # torch allows tensor lr / weight_decay
+            lr = merged["lr"]
+            rounding = isinstance(lr, float) and -1e-12 < lr < 0
+            # a scheduler's rounding at zero (torch's LinearLR down to end_factor=0 can leave -3e-18): torch
+            # keeps such an lr, so we do too; a truly negative lr is refused
+            if rounding:
+                merged["lr"] = 0.0
             self._check_group(merged)
+            if rounding:
+                merged["lr"] = lr
             if "initial_lr" in merged:
                 merged["initial_lr"] = check_number(merged["initial_lr"], "initial_lr", low=0)
             new_groups.append(merged)
