@@ -1,14 +1,15 @@
 """The training loop: a :class:`TrainConfig`, and a :class:`Trainer` that owns the model, optimizer,
 schedule, data and batcher, takes steps, evaluates, and saves/resumes checkpoints exactly.
 
-One step::
+One step (the scheduler is ``LambdaLR(optimizer, lambda epoch: schedule(epoch + 1))`` on an optimizer
+built with ``lr=1.0``, so step ``s`` (from 1) runs at exactly ``schedule(s)``)::
 
-    lr = schedule(step)                        # step counts from 1
     logits = model(src)                        # (B, S, V), dropout active
     loss = crit(logits.reshape(-1, V), tgt.reshape(-1))   # torch's layout: class axis at dim 1
     model.backward(crit.backward().reshape(logits.shape))
     clip_grad_norm_(params, clip)              # when clip > 0
     optimizer.step()
+    scheduler.step()                           # the next step's lr
 
 Everything random (initialisation, dropout masks, data, batch order) derives from ``seed``; a
 checkpoint stores the optimizer state, the batcher's state and every dropout generator's state, so
@@ -33,6 +34,7 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .loss import CrossEntropyLoss
 from .model import ACTIVATIONS, POS_ENCODINGS, TransformerModel
 from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
+from .optim.lr_scheduler import LambdaLR
 
 __all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES"]
 
@@ -129,12 +131,20 @@ class TrainConfig:
                     pos_encoding=self.pos_encoding, dtype=np.dtype(self.dtype))
 
     def optimizer_kwargs(self):
-        """Keyword arguments shared by ``nt.optim`` and ``torch.optim`` (the lr is set each step)."""
+        """Keyword arguments shared by ``nt.optim`` and ``torch.optim``. The base ``lr`` is 1.0: the
+        scheduler (:meth:`make_scheduler`) multiplies it by the schedule's value, which is the lr."""
         if self.optimizer == "sgd":
-            return dict(lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        return dict(lr=self.lr, betas=tuple(self.betas), eps=self.eps, weight_decay=self.weight_decay)
+            return dict(lr=1.0, momentum=self.momentum, weight_decay=self.weight_decay)
+        return dict(lr=1.0, betas=tuple(self.betas), eps=self.eps, weight_decay=self.weight_decay)
+
+    def make_scheduler(self, optimizer, last_epoch=-1):
+        """``LambdaLR(optimizer, lambda epoch: schedule(epoch + 1))``: with the base lr 1.0 of
+        :meth:`optimizer_kwargs`, step ``s`` (from 1) runs at exactly ``make_schedule()(s)``."""
+        schedule = self.make_schedule()
+        return LambdaLR(optimizer, lambda epoch: schedule(epoch + 1), last_epoch=last_epoch)
 
     def make_schedule(self):
+        """The learning rate of each step as a function ``step -> lr`` (step counts from 1)."""
         if self.schedule == "constant":
             return ConstantSchedule(self.lr)
         # scale the paper's formula so that its peak (at step == warmup) is ``lr``
@@ -190,6 +200,7 @@ class Trainer:
         self.model = TransformerModel(**c.model_kwargs(), seed=np.random.default_rng(seeds[0]))
         self.optimizer = OPTIMIZERS[c.optimizer](self.model.parameters(), **c.optimizer_kwargs())
         self.schedule = c.make_schedule()
+        self.scheduler = c.make_scheduler(self.optimizer)
         self.criterion = CrossEntropyLoss(label_smoothing=c.label_smoothing)
         self.batcher = data_mod.Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
                                         seed=np.random.default_rng(seeds[1]))
@@ -213,8 +224,7 @@ class Trainer:
         try:                  # anything raised before the update (Ctrl-C included) undoes the step's draws
             src, tgt = self.batcher.next()
             self.step += 1
-            lr = self.schedule(self.step)
-            self.optimizer.set_lr(lr)
+            lr = self.optimizer.param_groups[0]["lr"]         # the scheduler's, i.e. schedule(step)
             self.model.train()
             self.optimizer.zero_grad()
             with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
@@ -229,6 +239,7 @@ class Trainer:
         try:
             grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
             self.optimizer.step()
+            self.scheduler.step()
         except BaseException:
             self._broken = f"step {self.step} was interrupted inside the optimizer update"
             raise
@@ -324,6 +335,7 @@ class Trainer:
         return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),
                                extra_arrays={"batcher_perm": b["perm"]},
                                extra_json={"step": self.step, "generators": gens,
+                                           "scheduler": self.scheduler.state_dict(),
                                            "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]}})
 
     @classmethod
@@ -354,11 +366,23 @@ class Trainer:
                                   f"{sorted(saved)} vs {sorted(gens)})")
         ckpt.load_model(trainer.model)
         ckpt.load_optimizer(trainer.optimizer)
+        step = int(ckpt.extra_json["step"])
+        saved_scheduler = ckpt.extra_json.get("scheduler")
+        if saved_scheduler is None:     # a checkpoint from before the scheduler: the lr follows from the step
+            trainer.scheduler = config.make_scheduler(trainer.optimizer, last_epoch=step - 1)
+        else:
+            try:
+                trainer.scheduler.load_state_dict(saved_scheduler)
+            except (ValueError, TypeError) as exc:
+                raise CheckpointError(f"{path}: learning-rate scheduler state does not fit: {exc}") from exc
+            if trainer.scheduler.last_epoch != step:
+                raise CheckpointError(f"{path}: the scheduler is at epoch {trainer.scheduler.last_epoch}, the "
+                                      f"training at step {step}; the checkpoint is damaged")
         for name, g in gens.items():
             g.bit_generator.state = saved[name]
         bstate = dict(ckpt.extra_json["batcher"], perm=ckpt.extra_arrays["batcher_perm"])
         trainer.batcher.load_state_dict(bstate)
-        trainer.step = int(ckpt.extra_json["step"])
+        trainer.step = step
         return trainer
 
 

@@ -15,7 +15,8 @@ import torch
 
 __all__ = [
     "torch_dtype", "numpy_dtype", "to_tensor", "to_numpy", "state_dict_to_numpy", "state_dict_to_torch",
-    "to_torch", "from_torch", "grads_to_numpy", "masks_to_torch", "twin",
+    "to_torch", "from_torch", "grads_to_numpy", "masks_to_torch", "twin", "optimizer_state_to_numpy",
+    "optimizer_state_to_torch",
 ]
 
 _NP_TO_TORCH = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
@@ -114,3 +115,29 @@ def twin(np_module):
     :mod:`reference_torch.modules` for the rest."""
     from .table import torch_module
     return torch_module(np_module, "twin")
+
+
+def optimizer_state_to_numpy(state_dict):
+    """A ``torch.optim`` optimizer's ``state_dict()`` with NumPy values, for ``nt.optim``'s
+    ``load_state_dict``: buffers become array copies, ``"step"`` (a 0-d tensor) a float, tensor
+    hyper-parameters (a tensor ``lr``) floats; the layout (indices, groups) is unchanged."""
+    def plain(v):
+        if isinstance(v, torch.Tensor):
+            return float(v.item()) if v.ndim == 0 else to_numpy(v)
+        if isinstance(v, (list, tuple)):
+            return type(v)(plain(x) for x in v)
+        return v
+    return {"state": {i: {k: plain(v) for k, v in s.items()} for i, s in state_dict["state"].items()},
+            "param_groups": [{k: (list(v) if k == "params" else plain(v)) for k, v in g.items()}
+                             for g in state_dict["param_groups"]]}
+
+
+def optimizer_state_to_torch(state_dict):
+    """An ``nt.optim`` optimizer's ``state_dict()`` for a ``torch.optim`` optimizer's ``load_state_dict``:
+    arrays become tensors of the same dtype, ``"step"`` a 0-d float32 tensor (torch's CPU step)."""
+    def tensor(k, v):
+        if k == "step":
+            return torch.tensor(float(v), dtype=torch.float32)
+        return to_tensor(v) if isinstance(v, np.ndarray) else v
+    return {"state": {i: {k: tensor(k, v) for k, v in s.items()} for i, s in state_dict["state"].items()},
+            "param_groups": [dict(g) for g in state_dict["param_groups"]]}

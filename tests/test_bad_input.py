@@ -561,7 +561,8 @@ def test_clip_grad_norm_arguments(max_norm):
 
 
 def test_clip_and_schedule_misuse():
-    expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type=1), "norm_type must be 2 or inf")
+    expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type="fast"), "norm_type must be a number or 'inf'")
+    expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type=float("nan")), "norm_type must be", "nan")
     expect(TypeError, lambda: nt.clip_grad_norm_(nt.Linear(2, 2), 1.0), "iterable of Parameters", "Linear")
     expect(TypeError, lambda: nt.clip_grad_norm_([np.zeros(2)], 1.0), "nt.Parameter objects", "ndarray")
     for args, needle in [((0, 8, 10), "step counts from 1, got 0"), ((1.5, 8, 10), "step counts from 1, got 1.5"),

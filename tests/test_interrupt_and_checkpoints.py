@@ -368,3 +368,47 @@ def test_damaged_and_foreign_files_are_refused_with_a_reason(tmp_path):
     np.savez(tmp_path / "cfg.npz", **cfg)
     with pytest.raises(CheckpointError, match=r"model_config .* does not fit TransformerModel: d_model must be divisible"):
         load_checkpoint(tmp_path / "cfg.npz").build_model()
+
+
+def _rewrite(path, edit):
+    """Rewrite checkpoint ``path`` with ``edit(arrays, extra_json, param_groups)`` applied."""
+    import json
+    arrays = dict(np.load(path))
+    extra, groups = json.loads(str(arrays["extra_json"])), json.loads(str(arrays["optim/param_groups"]))
+    edit(arrays, extra, groups)
+    arrays["extra_json"], arrays["optim/param_groups"] = np.array(json.dumps(extra)), np.array(json.dumps(groups))
+    np.savez(path, **arrays)
+
+
+def test_scheduler_state_resumes_and_old_checkpoints_without_it_too(tmp_path, uninterrupted):
+    """The checkpoint holds the LambdaLR's state_dict; a checkpoint written before the trainer had a
+    scheduler (no scheduler entry; groups without initial_lr, holding the last step's lr) resumes to the
+    same run; a scheduler state that disagrees with the step is refused."""
+    full_losses, full_state = uninterrupted
+    t = Trainer(TrainConfig(**TINY, steps=STEPS))
+    t.train(steps=5)
+    t.save(tmp_path / "new.npz")
+    assert load_checkpoint(tmp_path / "new.npz").extra_json["scheduler"]["last_epoch"] == 5
+    t.save(tmp_path / "old.npz")
+    schedule = TrainConfig(**TINY).make_schedule()
+
+    def make_old(arrays, extra, groups):
+        del extra["scheduler"]
+        for g in groups:
+            for k in ("initial_lr", "amsgrad", "maximize", "foreach", "capturable", "differentiable", "fused",
+                      "decoupled_weight_decay"):
+                g.pop(k)
+            g["lr"] = schedule(5)
+    _rewrite(tmp_path / "old.npz", make_old)
+    for name in ("new.npz", "old.npz"):
+        resumed = Trainer.resume(tmp_path / name)
+        losses = []
+        resumed.train(callback=lambda r: losses.append(r.loss))
+        assert losses == full_losses[5:], name
+        _assert_same_state(_state(resumed), full_state)
+    _rewrite(tmp_path / "new.npz", lambda a, extra, g: extra["scheduler"].update(last_epoch=3))
+    with pytest.raises(CheckpointError, match="scheduler is at epoch 3, the training at step 5"):
+        Trainer.resume(tmp_path / "new.npz")
+    _rewrite(tmp_path / "new.npz", lambda a, extra, g: extra["scheduler"].update(T_max=3))
+    with pytest.raises(CheckpointError, match=r"scheduler state does not fit: .*unknown entries \['T_max'\]"):
+        Trainer.resume(tmp_path / "new.npz")
