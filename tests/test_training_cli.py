@@ -188,3 +188,54 @@ def test_default_configuration_reaches_99_percent(task):
     t = Trainer(TrainConfig(task=task))
     t.train()
     assert t.evaluate().token_accuracy >= 0.99
+
+
+def test_train_a_long_sequence_from_the_command_line(capsys):
+    """--seq-len 300 (past 30 ** 209, where a float count of the sequences overflowed) trains."""
+    argv = ["train", "--task", "reverse", "--seq-len", "300", "--num-train", "16", "--num-val", "4", "--d-model", "8",
+            "--nhead", "1", "--layers", "1", "--dim-feedforward", "8", "--batch-size", "2", "--steps", "1", "--quiet"]
+    assert main(argv) == 0
+    assert "finished reverse at step 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 cut short", None])
+def test_empty_or_truncated_checkpoints_are_one_line_errors(tmp_path, capsys, content):
+    if content is None:
+        path = os.devnull                                   # `predict /dev/null` as a newcomer typed it
+    else:
+        path = tmp_path / "bad.npz"
+        path.write_bytes(content)
+    for argv in (["predict", str(path), "--random", "1"], ["evaluate", str(path)],
+                 ["train", "--resume", str(path), "--steps", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path} is not a numpy-transformer checkpoint") and err.count("\n") == 1, err
+
+
+def test_save_into_an_unwritable_directory_blames_the_checkpoint(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(ckpt_mod.tempfile, "mkstemp", refuse)     # root ignores chmod: refuse the probe itself
+    assert main(["train", *TINY_ARGS, "--steps", "1", "--save", str(tmp_path / "run.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --save: cannot save a checkpoint to {tmp_path / 'run.npz'}: no file can be created in "
+                   f"the directory {tmp_path} (Permission denied)\n")
+    assert not os.listdir(tmp_path)                              # and no log was started
+
+
+def _read_only_directory():
+    """/sys (sysfs takes no new files, even from root), or None where a file can be created there."""
+    import tempfile
+    try:
+        fd, probe = tempfile.mkstemp(dir="/sys")
+    except OSError:
+        return "/sys" if os.path.isdir("/sys") else None
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+@pytest.mark.skipif(_read_only_directory() is None, reason="needs a directory that cannot be written")
+def test_save_into_a_read_only_directory(capsys):
+    assert main(["train", *TINY_ARGS, "--steps", "1", "--save", "/sys/run.npz"]) == 2
+    assert "error: --save: cannot save a checkpoint to /sys/run.npz: no file can be created" in capsys.readouterr().err

@@ -142,8 +142,12 @@ def run_train(args):
             raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
         if args.trace_every < 0:
             raise ValueError(f"--trace-every must be >= 0 (0 = never), got {args.trace_every}")
-        if args.save:
-            check_save_path(args.save)            # refuse a path that cannot be written before training
+        for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
+            if path:                              # refuse a path that cannot be written before training
+                try:
+                    check_save_path(path)
+                except OSError as exc:
+                    raise ValueError(f"{flag}: {exc}") from None
         if args.resume:
             trainer = Trainer.resume(args.resume, given)
         else:
