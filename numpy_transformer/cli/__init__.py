@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from .._text import plain
 
 # One entry per command module; a module that is missing is simply not offered.
 COMMAND_MODULES = ["demo", "gradcheck", "drill", "train", "plot"]
@@ -84,7 +87,37 @@ def build_parser():
                 raise                                   # a real missing dependency: say so
             continue                                    # that command is not installed here
         module.register(sub)
+    return plain_help(parser)
+
+
+def plain_help(parser):
+    """``parser`` and its sub-parsers with every description, epilog and help made plain text: the
+    docstrings used as help are reStructuredText (double backquotes, ``:func:`...```), which
+    ``--help`` would show verbatim."""
+    for attr in ("description", "epilog"):
+        if getattr(parser, attr, None):
+            setattr(parser, attr, plain(getattr(parser, attr)))
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:          # the sub-commands' one-line help
+                choice.help = plain(choice.help) if isinstance(choice.help, str) else choice.help
+            for sub in set(action.choices.values()):
+                plain_help(sub)
     return parser
+
+
+def reader_gone():
+    """After a BrokenPipeError (``... | head`` closed the pipe): point stdout at devnull, so that the
+    interpreter's final flush does not fail again, and return the exit status to leave with (141, as a
+    shell reports a process killed by SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):          # no real file descriptor behind sys.stdout (captured output)
+        pass
+    return 141
 
 
 def main(argv=None):
@@ -95,3 +128,5 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return reader_gone()

@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections import Counter, OrderedDict
 
+from .._text import fit
 from . import diagnose
 from .exercises import EXERCISES, get
 
@@ -58,7 +59,7 @@ class _Out:
         self.stream = stream
 
     def __call__(self, text=""):
-        print(text, file=self.stream)
+        print(fit(text), file=self.stream)
 
 
 def guess_exercise(source, path):
@@ -107,6 +108,8 @@ def check_file(path, exercise=None, seed=0, cases=DEFAULT_CASES, timeout=None, c
     except KeyboardInterrupt:
         out("interrupted")
         return 130
+    except BrokenPipeError:            # the reader went away (`drill check FILE | head`): not a grader bug
+        raise
     except Exception as exc:  # noqa: BLE001 - the grader reports, never crashes
         out(f"FAIL  the grader itself failed ({type(exc).__name__}: {exc}); please report this bug")
         return 2
@@ -226,7 +229,9 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
     done = any(e.get("event") == "done" for e in events)
     oracle_line = _oracle_summary(load, case_events)
     out(f"cases: {len(case_events)} of {cases} graded (seed {seed}; the first {min(ex.n_edge, cases)} are fixed "
-        f"edge cases)   reference: {ex.reference_name}   oracle: {oracle_line}")
+        f"edge cases)")
+    out(f"reference: {ex.reference_name}")
+    out(f"oracle: {oracle_line}")
     if load.get("missing"):
         out(f"note: not defined in your file: {', '.join(load['missing'])}")
     out("")
