@@ -239,3 +239,39 @@ def _read_only_directory():
 def test_save_into_a_read_only_directory(capsys):
     assert main(["train", *TINY_ARGS, "--steps", "1", "--save", "/sys/run.npz"]) == 2
     assert "error: --save: cannot save a checkpoint to /sys/run.npz: no file can be created" in capsys.readouterr().err
+
+
+def test_predict_output_explains_itself(tmp_path, capsys):
+    """The verdict is on the example's own line (never read as one more token), wrong positions are
+    marked, and the id legend explains the shift task's trailing EOS."""
+    path = tmp_path / "shift.npz"
+    assert main(["train", *TINY_ARGS[:1], "shift", *TINY_ARGS[2:], "--steps", "1", "--quiet", "--save", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(path), "--tokens", "2 3 4 5 6 7"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == ("task shift, 6 tokens per sequence; ids: 0 = PAD, 1 = EOS (end of sequence), 2..9 content; "
+                        "shift's last target is EOS (nothing follows the last token)")
+    assert lines[2].startswith("example 1: ")
+    assert lines[3] == "  source      2 3 4 5 6 7"
+    predicted = [int(t) for t in lines[4].split()[1:]]
+    assert len(predicted) == 6                                      # only tokens on the predicted line
+    if "wrong" in lines[2]:
+        expected = [int(t) for t in lines[5].split()[1:]]
+        assert expected == [3, 4, 5, 6, 7, 1]
+        wrong = sum(p != e for p, e in zip(predicted, expected))
+        assert lines[2] == f"example 1: {wrong} of 6 tokens wrong (marked ^)"
+        assert lines[6].count("^") == wrong and len(lines[6]) <= len(lines[5])
+    else:
+        assert lines[2] == "example 1: correct" and predicted == [3, 4, 5, 6, 7, 1]
+
+
+def test_predict_long_sequences_fit_100_columns(tmp_path, capsys):
+    path = tmp_path / "long.npz"
+    assert main(["train", "--task", "copy", "--seq-len", "300", "--num-train", "16", "--num-val", "4", "--d-model", "8",
+                 "--nhead", "1", "--layers", "1", "--dim-feedforward", "8", "--batch-size", "2", "--steps", "1",
+                 "--quiet", "--save", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(path), "--random", "1"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100 and "positions 0-28" in out and "positions 290-299" in out

@@ -73,6 +73,22 @@ def probability(text):
     return value
 
 
+def parse_tokens(text, seq_len, vocab_size):
+    """One ``--tokens`` value (``predict`` and ``plot attention`` share it): a source sequence of ids
+    separated by spaces or commas, exactly ``seq_len`` of them (the length the model was trained on),
+    each in ``[0, vocab_size)``; returns the list of ids or raises ValueError naming what is wrong."""
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from None
+    if len(ids) != seq_len:
+        raise ValueError(f"--tokens: the model was trained on length {seq_len}; got {len(ids)} tokens in {text!r}")
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"--tokens: token ids must lie in [0, {vocab_size}), got {bad[0]}")
+    return ids
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="numpy-transformer",
