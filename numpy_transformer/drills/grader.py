@@ -393,7 +393,7 @@ def _diagnosis(out, ex, fails, case_events):
             continue
         m = ex.mistake(mid)
         parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
-        out(f"  * known mistake: {m.title}   [{m.id}]")
+        out(f"  * known mistake [{m.id}]: {m.title}")
         out(f"      matches your wrong arrays on: {parts} failing cases")
         if contra[mid]:
             out(f"      (but on {contra[mid]} case(s) an array you got right would be wrong with this mistake: "
@@ -414,7 +414,7 @@ def _diagnosis(out, ex, fails, case_events):
             break                                       # only the best-supported combination(s)
         a, b = (ex.mistake(x) for x in pid.split("+"))
         parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
-        out(f"  * two known mistakes at once: {a.title}  AND  {b.title}   [{a.id} + {b.id}]")
+        out(f"  * two known mistakes at once [{a.id} + {b.id}]: {a.title}  AND  {b.title}")
         out(f"      matches your wrong arrays on: {parts} failing cases (where neither alone does)")
         for m in (a, b):
             if m.id not in shown_ids:
