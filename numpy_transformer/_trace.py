@@ -268,7 +268,8 @@ def record_attention(module, cache):
             root = np.sqrt(attn.q.shape[-1])
             why = ("missing the 1/sqrt(Dh) scale" if abs(np.log(factor / root)) < np.log(1.1)
                    else "a wrong scale")
-            flag = f"the softmax's scores are {factor:.3g} x q k^T / sqrt(Dh), expected 1 ({why}? sqrt(Dh) = {root:.3g})"
+            flag = (f"the softmax's scores are {factor:.3g} x q k^T / sqrt(Dh), expected 1 "
+                    f"({why}? sqrt(Dh) = {root:.3g})")
     _ACTIVE.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
     rows = attn.probs.sum(axis=-1)                                                        # (B, H, S)
     live = rows[rows != 0]                       # rows with every key masked are all-zero by design

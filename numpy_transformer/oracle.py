@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-__all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "CPU_INDEX_URL", "available", "install_hint", "load", "torch_missing_error"]
+__all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "CPU_INDEX_URL", "available", "install_hint", "load",
+           "torch_missing_error"]
 
 PACKAGE = "reference_torch"
 TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of setup.cfg's "dev" extra (and scripts/test.sh)
