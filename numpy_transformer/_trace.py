@@ -261,7 +261,7 @@ def record_attention(module, cache):
     _ACTIVE.add(f"{name}.v (heads)", attn.v)
     scores = (attn.q * attn.q.dtype.type(attn.scale)) @ np.swapaxes(attn.k, -1, -2)   # (B, H, S, T)
     factor = applied_scale_factor(attn.q, attn.k, attn.probs)
-    flag, note = "", "softmax input vs q k^T / sqrt(Dh): no unmasked pair to compare"
+    flag, note = "", "softmax input vs q k^T / sqrt(Dh): cannot tell (all masked, or a float mask)"
     if factor is not None:
         note = f"softmax input = {factor:.3g} x q k^T / sqrt(Dh)"
         if not 1 / SCALE_TOLERANCE <= factor <= SCALE_TOLERANCE:
@@ -292,7 +292,7 @@ def applied_scale_factor(q, k, probs):
     """
     tiny = np.finfo(probs.dtype).tiny
     use = probs >= tiny                                                                  # (B, H, S, T)
-    intended = (q / np.sqrt(q.shape[-1])) @ np.swapaxes(k, -1, -2)                       # (B, H, S, T)
+    intended = (q * q.dtype.type(1 / np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)     # (B, H, S, T)
     with np.errstate(divide="ignore"):
         seen = np.log(np.where(use, probs, 1))                                           # (B, H, S, T)
     n = np.maximum(use.sum(axis=-1, keepdims=True), 1)                                   # (B, H, S, 1)
