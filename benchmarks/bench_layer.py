@@ -6,8 +6,8 @@
     python benchmarks/bench_layer.py --update       # rewrite the tracked benchmarks/results.json
 
 Nothing is written unless --out or --update asks for it. The times are those of a quiet machine:
-other processes on the cores stretch them several times (--quick took 4.5 minutes on the 2-core
-machine while other jobs ran).
+other processes on the cores stretch them several times (with a load of 5 on the 2-core machine,
+--quick took 4.5 minutes and the full table 30).
 
 For each (B, S) in (32, 10), (8, 128), (4, 512) at d_model 512, 8 heads, feed-forward 2048, relu and
 gelu, float32 and float64, it times our ``TransformerEncoderLayer`` forward+backward and forward-only
