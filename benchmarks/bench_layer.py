@@ -1,8 +1,13 @@
 """Speed and memory of numpy-transformer against PyTorch, measured side by side.
 
-    python benchmarks/bench_layer.py                    # the full table (a few minutes on 2 cores)
-    python benchmarks/bench_layer.py --quick            # one shape, fewer repeats
-    python benchmarks/bench_layer.py --json out.json    # also write the results as JSON
+    python benchmarks/bench_layer.py                # the full table (about 6 min, quiet 2 cores)
+    python benchmarks/bench_layer.py --quick        # one shape, fewer repeats (about a minute)
+    python benchmarks/bench_layer.py --out out.json # also write the results as JSON
+    python benchmarks/bench_layer.py --update       # rewrite the tracked benchmarks/results.json
+
+Nothing is written unless --out or --update asks for it. The times are those of a quiet machine:
+other processes on the cores stretch them several times (with a load of 5 on the 2-core machine,
+--quick took 4.5 minutes and the full table 30).
 
 For each (B, S) in (32, 10), (8, 128), (4, 512) at d_model 512, 8 heads, feed-forward 2048, relu and
 gelu, float32 and float64, it times our ``TransformerEncoderLayer`` forward+backward and forward-only
@@ -33,9 +38,11 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
 import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results.json")   # tracked: rewritten only with --update
 sys.path.insert(0, ROOT)
 
 import numpy_transformer as nt  # noqa: E402
+from numpy_transformer._text import plain  # noqa: E402
 
 D, H, F = 512, 8, 2048
 SHAPES = [(32, 10), (8, 128), (4, 512)]
@@ -207,16 +214,25 @@ def tiled_vs_standard(seq=4096, heads=8, dh=64, block=256, repeats=3):
     return results
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one shape, few repeats")
+def build_parser():
+    parser = argparse.ArgumentParser(description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one shape, few repeats (about a minute)")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results.json"))
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--out", "--json", dest="json", metavar="PATH",
+                     help="also write the results as JSON to PATH (default: write no file)")
+    out.add_argument("--update", action="store_const", dest="json", const=RESULTS,
+                     help="rewrite the tracked benchmarks/results.json (for the table in benchmarks/README.md)")
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--no-tiled", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    t_start = time.perf_counter()
     import torch
     torch.set_num_threads(args.threads)
     shapes = SHAPES[1:2] if args.quick else SHAPES
@@ -284,6 +300,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
         print(f"\nwrote {args.json}")
+    print(f"\nthe benchmark took {(time.perf_counter() - t_start) / 60:.1f} min")
     return 0
 
 

@@ -17,8 +17,9 @@ the scores and the softmax), ``backward`` (the gradient each sub-layer returns f
 in it).
 
 Health checks (a record's ``flag``): embedding std far from 1 (the ``sqrt(d_model)`` scale missing),
-positional encoding whose position 0 is not ``sin(0)=0, cos(0)=1``, attention scores outside
-``[-10, 10]`` (the ``1/sqrt(Dh)`` scale missing), softmax rows not summing to 1, NaN or inf (the
+positional encoding whose position 0 is not ``sin(0)=0, cos(0)=1``, a softmax whose input was not
+``q k^T / sqrt(Dh)`` (read off its output: the ``1/sqrt(Dh)`` scale missing, at any step, while a
+trained head's large but rightly scaled scores pass), softmax rows not summing to 1, NaN or inf (the
 first record holding one says so), a gradient exactly zero, a gradient entry above ``EXPLODING_GRAD``.
 
 Kept off the hot path: modules call :func:`active` (one global lookup) before recording anything.
@@ -32,10 +33,12 @@ from typing import List, Optional
 
 import numpy as np
 
+from ._text import WIDTH, fit
+
 _ACTIVE: Optional["Trace"] = None
 
 # Thresholds of the health checks (the seed design's "normal range" column).
-SCORE_LIMIT = 10.0            # |q k^T / sqrt(Dh)| beyond this: the 1/sqrt(Dh) scale is probably missing
+SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
 EMBEDDING_STD_RANGE = (0.5, 2.0)   # scaled token embedding std; ~1 expected, ~1/sqrt(D) if sqrt(D) is missing
 EXPLODING_GRAD = 1e4          # a gradient entry larger than this is flagged as exploding
 
@@ -126,19 +129,44 @@ class Trace:
                      std=num(r.std), min=num(r.min), max=num(r.max), note=r.note, flag=r.flag)
                 for r in self.records]
 
-    def table(self, phase=None):
-        """The records (optionally one phase only) as an aligned text table, flags in the last column."""
-        width = max([44] + [len(r.name) + 1 for r in self.records])
-        head = (f"{'step':<{width}} {'dir':<4} {'shape':<18} {'dtype':<8} {'mean':>10} {'std':>10} "
-                f"{'min':>10} {'max':>10}  note")
-        rows = [head, "-" * len(head)]
-        for r in self.records:
-            if phase is not None and r.phase != phase:
-                continue
+    def table(self, phase=None, width=WIDTH):
+        """The records (optionally one phase only) as an aligned text table, ``width`` columns wide.
+
+        A name too long for its column gets a line of its own, the numbers go on the next; a note (and
+        a flag, ``!! ...``) follows the numbers, or goes below them, indented, when it does not fit."""
+        records = [r for r in self.records if phase is None or r.phase == phase]
+        dtypes = sorted({r.dtype for r in records})
+        common = dtypes[0] if len(dtypes) == 1 else None
+        stats_w = 1 + 4 + 1 + 16 + 4 * 10                     # dir, shape, mean/std/min/max
+        room = max(12, width - stats_w)                        # longer names get a line of their own
+        name_w = max([4] + [len(r.name) for r in records if len(r.name) <= room])
+        head = f"{'name':<{name_w}} {'dir':<4} {'shape':<16}{'mean':>10}{'std':>10}{'min':>10}{'max':>10}"
+        rows = [] if common is None or len(head) + 15 <= width else [f"(every array {common})"]
+        rows += [head + (f"  (all {common})" if common and not rows else ""), "-" * len(head)]
+        for r in records:
             note = _join(r.note, f"!! {r.flag}" if r.flag else "")
-            rows.append(f"{r.name:<{width}} {_DIR.get(r.phase, r.phase[:4]):<4} {str(r.shape):<18} "
-                        f"{r.dtype:<8} {r.mean:>10.4f} {r.std:>10.4f} {r.min:>10.4f} {r.max:>10.4f}  {note}")
+            if common is None:
+                note = _join(r.dtype, note)
+            stats = (f" {_DIR.get(r.phase, r.phase[:4]):<4} {str(r.shape):<16}"
+                     + "".join(f" {_num(v):>9}" for v in (r.mean, r.std, r.min, r.max)))
+            if len(r.name) > name_w:
+                rows.append(r.name)
+                line = " " * name_w + stats
+            else:
+                line = f"{r.name:<{name_w}}" + stats
+            if note and len(line) + 2 + len(note) <= width:
+                rows.append(f"{line}  {note}")
+            else:
+                rows.append(line)
+                if note:
+                    rows.append(fit("    " + note, width))
         return "\n".join(rows)
+
+
+def _num(v):
+    """At most 9 characters: 4 significant digits, 3 when the exponent needs the room."""
+    text = f"{v:.4g}"
+    return text if len(text) <= 9 else f"{v:.3g}"
 
 
 _DIR = {"forward": "fwd", "backward": "bwd", "parameter": "grad"}
@@ -232,13 +260,17 @@ def record_attention(module, cache):
     _ACTIVE.add(f"{name}.k (heads)", attn.k)
     _ACTIVE.add(f"{name}.v (heads)", attn.v)
     scores = (attn.q * attn.q.dtype.type(attn.scale)) @ np.swapaxes(attn.k, -1, -2)   # (B, H, S, T)
-    finite = scores[np.isfinite(scores)]
-    flag = ""
-    if finite.size and np.abs(finite).max() > SCORE_LIMIT:
-        flag = (f"scores reach {np.abs(finite).max():.3g}, outside [-{SCORE_LIMIT:g}, {SCORE_LIMIT:g}] "
-                "(missing the 1/sqrt(Dh) scale? a trained head that attends sharply can legitimately go "
-                "beyond; at initialisation it should not)")
-    _ACTIVE.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note="expect within [-10, 10]", flag=flag)
+    factor = applied_scale_factor(attn.q, attn.k, attn.probs)
+    flag, note = "", "softmax input vs q k^T / sqrt(Dh): cannot tell (all masked, or a float mask)"
+    if factor is not None:
+        note = f"softmax input = {factor:.3g} x q k^T / sqrt(Dh)"
+        if not 1 / SCALE_TOLERANCE <= factor <= SCALE_TOLERANCE:
+            root = np.sqrt(attn.q.shape[-1])
+            why = ("missing the 1/sqrt(Dh) scale" if abs(np.log(factor / root)) < np.log(1.1)
+                   else "a wrong scale")
+            flag = (f"the softmax's scores are {factor:.3g} x q k^T / sqrt(Dh), expected 1 "
+                    f"({why}? sqrt(Dh) = {root:.3g})")
+    _ACTIVE.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
     rows = attn.probs.sum(axis=-1)                                                        # (B, H, S)
     live = rows[rows != 0]                       # rows with every key masked are all-zero by design
     flag = ""
@@ -246,6 +278,32 @@ def record_attention(module, cache):
         flag = "softmax rows do not sum to 1"
     note = f"row sums in [{live.min():.6f}, {live.max():.6f}]" if live.size else "every row masked"
     _ACTIVE.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
+
+
+def applied_scale_factor(q, k, probs):
+    """How many times ``q k^T / sqrt(Dh)`` the softmax's input was, read off the softmax's output.
+
+    ``log P = A - logsumexp(A)`` row by row, so centred within a row ``log P`` *is* the scores ``A`` the
+    softmax saw; the least-squares slope of centred ``log P`` on centred ``q k^T / sqrt(Dh)`` over the
+    unmasked pairs (``P > 0``) is 1 when the scale is right and ``sqrt(Dh)`` when it is missing, at any
+    step of training (a sharp trained head has large scores, but still a slope of 1). Returns None when
+    there is nothing to compare, or when the relation is not a straight line (a float mask that varies
+    within rows adds to ``A``: then the slope says nothing).
+    """
+    tiny = np.finfo(probs.dtype).tiny
+    use = probs >= tiny                                                                  # (B, H, S, T)
+    intended = (q * q.dtype.type(1 / np.sqrt(q.shape[-1]))) @ np.swapaxes(k, -1, -2)     # (B, H, S, T)
+    with np.errstate(divide="ignore"):
+        seen = np.log(np.where(use, probs, 1))                                           # (B, H, S, T)
+    n = np.maximum(use.sum(axis=-1, keepdims=True), 1)                                   # (B, H, S, 1)
+    x = np.where(use, intended - np.where(use, intended, 0).sum(axis=-1, keepdims=True) / n, 0)
+    y = np.where(use, seen - seen.sum(axis=-1, keepdims=True) / n, 0)
+    sxx, sxy, syy = (float(np.sum(a * b, dtype=np.float64)) for a, b in ((x, x), (x, y), (y, y)))
+    if not sxx > 0 or not syy > 0 or not np.isfinite(sxx + sxy + syy):
+        return None
+    if sxy * sxy < 0.99 * sxx * syy:                                                     # R^2 < 0.99
+        return None
+    return sxy / sxx
 
 
 @contextlib.contextmanager

@@ -47,7 +47,8 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
 
     Returns the path written (exactly ``path``: no ``.npz`` suffix is appended). Raises TypeError when
     ``model`` has no ``config`` (only a ``TransformerModel`` can be rebuilt from a checkpoint), and
-    FileNotFoundError / IsADirectoryError, before writing anything, for a path that cannot be a file.
+    FileNotFoundError / IsADirectoryError / PermissionError, before writing anything, for a path that
+    cannot be a file or whose directory cannot be written.
     """
     if not isinstance(getattr(model, "__dict__", {}).get("config"), dict):
         raise TypeError(f"save_checkpoint needs a TransformerModel (it stores model.config to rebuild it), got "
@@ -87,8 +88,10 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
 
 
 def check_save_path(path):
-    """``path`` as a string, after checking that a file can be written there (its directory exists and
-    it is not itself a directory); raises FileNotFoundError / IsADirectoryError naming the problem."""
+    """``path`` as a string, after checking that a file can be written there (its directory exists, it
+    is not itself a directory, and a file can be created in the directory: tried, since permission bits
+    do not tell, e.g. for root or on a read-only mount); raises FileNotFoundError / IsADirectoryError /
+    PermissionError naming the problem."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -96,6 +99,13 @@ def check_save_path(path):
                                 f"{os.path.join(path, 'run.npz')}")
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"cannot save a checkpoint to {path}: the directory {directory} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+    except OSError as exc:
+        raise PermissionError(f"cannot save a checkpoint to {path}: no file can be created in the directory "
+                              f"{directory} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 
@@ -174,9 +184,11 @@ def load_checkpoint(path):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if os.path.isfile(path) and os.path.getsize(path) == 0 or path == os.devnull:
+        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it is empty (0 bytes)")
     try:
         npz = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it cannot be read as an .npz "
                               f"archive ({type(exc).__name__})") from exc
     if not isinstance(npz, np.lib.npyio.NpzFile):

@@ -95,10 +95,14 @@ def make_task(task, vocab_size=32, seq_len=16, num_train=20000, num_val=1000, se
     num_val = check_positive_int(num_val, "num_val")
     if vocab_size <= FIRST_TOKEN:
         raise ValueError(f"vocab_size must be > {FIRST_TOKEN} (ids 0 and 1 are PAD and EOS), got {vocab_size}")
-    space = float(vocab_size - FIRST_TOKEN) ** seq_len
-    if num_train + num_val > space:
-        raise ValueError(f"only {int(space)} distinct sequences of length {seq_len} over {vocab_size - FIRST_TOKEN} "
-                         f"content tokens exist; num_train + num_val = {num_train + num_val} is too many")
+    needed = num_train + num_val
+    # There are C ** L distinct sequences (C content tokens); a float overflows from L ~ 209 at C = 30, so
+    # count exactly in ints, and no further than needed: with C >= 2, C ** k > needed once k reaches
+    # needed.bit_length(), so a longer sequence only makes the space larger.
+    space = (vocab_size - FIRST_TOKEN) ** min(seq_len, needed.bit_length())
+    if needed > space:
+        raise ValueError(f"only {space} distinct sequences of length {seq_len} over {vocab_size - FIRST_TOKEN} "
+                         f"content tokens exist; num_train + num_val = {needed} is too many")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EC]))
     train = rng.integers(FIRST_TOKEN, vocab_size, size=(num_train, seq_len), dtype=np.int64)
     seen = {row.tobytes() for row in train}

@@ -13,16 +13,18 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-__all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "available", "install_hint", "load", "torch_missing_error"]
+__all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "CPU_INDEX_URL", "available", "install_hint", "load",
+           "torch_missing_error"]
 
 PACKAGE = "reference_torch"
 TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of setup.cfg's "dev" extra (and scripts/test.sh)
+CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"   # PyPI's Linux wheel is the CUDA build (GBs)
 
 
 def install_hint(purpose="this"):
     """The one-line message for a missing torch: what needs it and how to install it."""
     return (f"{purpose} needs PyTorch, the optional oracle: pip install {TORCH_REQUIREMENT} "
-            "(or pip install -e '.[dev]')")
+            f"--index-url {CPU_INDEX_URL} (the CPU build; or pip install -e '.[dev]')")
 
 
 class OracleUnavailable(ImportError):

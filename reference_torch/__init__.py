@@ -5,11 +5,16 @@ Needs torch; ``numpy_transformer`` itself never imports this package (only lazil
 :mod:`numpy_transformer.oracle`, where a CLI offers it).
 """
 
+import sys as _sys
+
 try:
     import torch as _torch  # noqa: F401  (everything here needs it)
 except ImportError as _exc:
     from numpy_transformer.oracle import torch_missing_error
-    # name= this package: ``python -m reference_torch.check`` then prints the one line, not a traceback
+    if _sys.argv[:1] == ["-m"]:    # ``python -m reference_torch.check`` is starting: one line, not runpy's wrapper
+        _argv = getattr(_sys, "orig_argv", [])
+        _what = _argv[_argv.index("-m") + 1] if "-m" in _argv[:-1] else __name__
+        _sys.exit(f"error: {torch_missing_error('python -m ' + _what)}")
     raise torch_missing_error("reference_torch", name=__name__) from _exc
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 import numpy_transformer as nt
+from numpy_transformer._text import plain
 from numpy_transformer.registry import CROSS_MASKS, KINDS, SELF_MASKS, TWIN_KINDS, HypothesisChooser, RandomChooser
 from numpy_transformer.registry import make_masks
 from numpy_transformer.registry.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
@@ -316,7 +317,7 @@ def format_table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m reference_torch.check", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reference_torch.check", description=plain(__doc__.split("\n\n")[0]))
     ap.add_argument("--trials", type=int, default=5, help="random configurations per module (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the configuration generator (default 0)")
     ap.add_argument("--dtype", choices=("float64", "float32"), default="float64")
@@ -324,7 +325,8 @@ def main(argv=None):
                     help="relative-error threshold (default 1e-9 for float64, 1e-4 for float32)")
     ap.add_argument("--twins", action="store_true",
                     help="also compare against reference_torch's twins with dropout active (masks replayed)")
-    ap.add_argument("--module", action="append", choices=KINDS, help="only these modules (repeatable)")
+    ap.add_argument("--module", action="append", choices=KINDS, metavar="NAME",
+                    help=f"only this module (repeatable): one of {', '.join(KINDS)}")
     args = ap.parse_args(argv)
     if args.trials < 1:
         ap.error(f"--trials must be at least 1, got {args.trials}")

@@ -565,6 +565,25 @@ def test_relative_links_and_anchors():
             assert (DOC.parent / target.split("#")[0]).resolve().exists(), f"link {target} is broken"
 
 
+def test_the_contents_list_every_section():
+    """The "Contents:" line links each numbered section, in order (a section added must be listed)."""
+    text = doc_text()
+    outside_code = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    sections = re.findall(r"^## (\d+)\. (.+)$", outside_code, flags=re.M)
+    contents = outside_code.split("Contents:", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"\[(\d+) [^]]*\]\(#([^)]+)\)", contents)
+    assert [n for n, _ in listed] == [n for n, _ in sections], (listed, sections)
+    assert [a for _, a in listed] == [_github_slug(f"{n}. {title}") for n, title in sections]
+
+
+def test_tiled_section_gives_each_symbol_one_meaning():
+    """In the tiled-attention section m is the running maximum (as in flash_attention_forward's code), so
+    the dropout keep-mask, m in sections 9 and 10, is z there."""
+    tiled = doc_text().split("Tiled (flash) attention", 2)[-1]
+    assert "running maximum $`m`$" in tiled and r"\tfrac{z}{1-p}" in tiled
+    assert not re.search(r"\\frac\{m\}|\\tfrac\{m\}|keep-mask \$`m`\$", tiled)
+
+
 def test_github_math_hazards():
     """Inline maths uses $`...`$ (so Markdown cannot eat _ or *) and display maths ```math blocks."""
     text = re.sub(r"^```.*?^```", "", doc_text(), flags=re.M | re.S)

@@ -519,6 +519,22 @@ def gradcheck_cli(monkeypatch):
     return cli.main
 
 
+def _rows_by_case(out):
+    """The report's rows grouped under their case's name line: {case: [row, ...]}."""
+    groups, case = {}, None
+    lines = out.splitlines()
+    body = lines[lines.index(next(l for l in lines if l.startswith("---"))) + 1:]
+    for line in body:
+        if line.startswith("---"):
+            break
+        if line.startswith("  "):
+            groups[case].append(line)
+        else:
+            case = line
+            groups[case] = []
+    return groups
+
+
 def test_cli_gradcheck_passes_every_op_and_module(gradcheck_cli, capsys):
     status = gradcheck_cli(["gradcheck"])
     out = capsys.readouterr().out
@@ -530,9 +546,10 @@ def test_cli_gradcheck_passes_every_op_and_module(gradcheck_cli, capsys):
                  "LayerNorm ", "MultiheadAttention (kdim=3, vdim=5)", "TransformerEncoderLayer (relu, post-LN)",
                  "TransformerEncoderLayer (gelu, pre-LN)", "TransformerEncoder (2 layers, final norm",
                  "TokenEmbedding ", "PositionalEncoding "]:
-        rows = [line for line in out.splitlines() if line.startswith(case)]
-        assert rows and all(line.rstrip().endswith("| PASS") for line in rows), case
+        rows = [row for name, group in _rows_by_case(out).items() if (name + " ").startswith(case) for row in group]
+        assert rows and all(line.rstrip().endswith("PASS   PASS") for line in rows), case
     assert "layers.1.norm2.weight" in out and "out_proj.weight" in out
+    assert max(len(line) for line in out.splitlines()) <= 100, "the report is wider than 100 columns"
 
 
 def test_cli_gradcheck_fails_on_a_broken_op(gradcheck_cli, capsys, monkeypatch):
@@ -540,8 +557,9 @@ def test_cli_gradcheck_fails_on_a_broken_op(gradcheck_cli, capsys, monkeypatch):
     status = gradcheck_cli(["gradcheck", "--only", "softmax", "--only", "relu"])
     out = capsys.readouterr().out
     assert status == 1
-    assert any(line.startswith("softmax (axis=-1)") and line.rstrip().endswith("| FAIL") for line in out.splitlines())
-    assert any(line.startswith("relu") and line.rstrip().endswith("| PASS") for line in out.splitlines())
+    groups = _rows_by_case(out)
+    assert [row.split()[-1] for row in groups["softmax (axis=-1)"]] == ["FAIL"]
+    assert [row.split()[-1] for row in groups["relu"]] == ["PASS"]
     assert "softmax (axis=-1): FAIL: gradient of input 'x'" in out and "FAILED: 2 gradient(s)" in out
 
 

@@ -13,7 +13,8 @@ from numpy_transformer import oracle
 from numpy_transformer.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HINT = "needs PyTorch, the optional oracle: pip install torch==2.13.0 (or pip install -e '.[dev]')"
+HINT = ("needs PyTorch, the optional oracle: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+        "(the CPU build; or pip install -e '.[dev]')")
 SMALL_TRAIN = ["--task", "reverse", "--vocab-size", "10", "--seq-len", "6", "--num-train", "40", "--num-val", "10",
                "--d-model", "16", "--nhead", "2", "--layers", "1", "--dim-feedforward", "32", "--batch-size", "4",
                "--steps", "1", "--quiet"]
@@ -75,7 +76,29 @@ def test_checker_without_torch_prints_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "reference_torch.check", "--trials", "1"], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
-    assert "Traceback" not in proc.stderr and f"reference_torch {HINT}" in proc.stderr, proc.stderr
+    assert proc.stderr == f"error: python -m reference_torch.check {HINT}\n", proc.stderr
+
+
+BLOCKER = """import sys
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["-m", "reference_torch.check", "--trials", "1"], f"error: python -m reference_torch.check {HINT}\n"),
+    (["-m", "numpy_transformer", "train", *SMALL_TRAIN, "--check-torch"], f"error: --check-torch {HINT}\n"),
+])
+def test_missing_torch_in_a_fresh_interpreter_is_one_line(tmp_path, argv, expect):
+    """torch not installed at all (an import blocker in sitecustomize, as a fresh clone without torch)."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+    assert (proc.returncode, proc.stderr) == (1 if "reference_torch.check" in argv else 2, expect), proc.stderr
 
 
 def _code_mentions(path, word):

@@ -137,10 +137,22 @@ def test_plot_training(run, tmp_path):
 
 # -- errors ----------------------------------------------------------------------------------------------
 
+def test_plot_attention_and_predict_take_the_same_tokens(run, tmp_path, capsys):
+    """One validator: what predict refuses, plot attention refuses with the same words (no silent plot)."""
+    for tokens in ("3 4 5", "5 99 3 7 2 11 4", "5 x 3 7 2 11 4"):
+        assert main(["predict", str(run / "run.npz"), "--tokens", tokens]) == 2
+        refused = capsys.readouterr().err
+        assert main(["plot", "attention", str(run / "run.npz"), "--tokens", tokens,
+                     "--out", str(tmp_path / "x.png")]) == 2
+        assert capsys.readouterr().err == refused and refused.startswith("error: --tokens")
+    assert not (tmp_path / "x.png").exists()
+
+
 @pytest.mark.parametrize("argv,msg", [
     (["attention", "{run}/run.npz", "--tokens", "5 x"], "--tokens must be integers"),
-    (["attention", "{run}/run.npz", "--tokens", "5 99"], "token ids must lie in [0, 12)"),
-    (["attention", "{run}/run.npz", "--tokens", "1 2 3 4 5 6 7 8"], "at most 7 tokens"),
+    (["attention", "{run}/run.npz", "--tokens", "5 99 3 7 2 11 4"], "token ids must lie in [0, 12), got 99"),
+    (["attention", "{run}/run.npz", "--tokens", "1 2 3 4 5 6 7 8"], "the model was trained on length 7; got 8"),
+    (["attention", "{run}/run.npz", "--tokens", "3 4 5"], "the model was trained on length 7; got 3"),
     (["attention", "{run}/run.npz", "--layer", "2"], "--layer must be in [0, 2)"),
     (["attention", "{run}/missing.npz"], "does not exist"),
     (["positional", "--d-model", "0"], "--d-model must be positive"),
@@ -160,7 +172,7 @@ def test_matplotlib_missing(run, tmp_path, capsys, monkeypatch):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
         monkeypatch.setitem(sys.modules, name, None)          # "import matplotlib..." now raises ImportError
     for argv in (["positional"], ["training", str(run / "run.log.jsonl")],
-                 ["attention", str(run / "run.npz"), "--tokens", "3 4 5"]):
+                 ["attention", str(run / "run.npz"), "--tokens", "3 4 5 6 7 8 9"]):
         out = tmp_path / "x.png"
         assert main(["plot"] + argv + ["--out", str(out)]) == 2
         err = capsys.readouterr().err

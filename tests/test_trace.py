@@ -173,6 +173,62 @@ def test_flags_scores_without_the_inverse_sqrt_scale(monkeypatch):
     assert "missing the 1/sqrt(Dh) scale" in t.report()
 
 
+def _sharpen(model, factor):
+    """Scale every attention's q and k projections by ``factor``: scores ``factor ** 2`` times larger,
+    rightly scaled by 1/sqrt(Dh) (what training does to a head that learns to attend sharply)."""
+    for layer in model.encoder.layers:
+        w = layer.self_attn.in_proj_weight.data
+        d = w.shape[1]
+        w[:2 * d] *= w.dtype.type(factor)
+
+
+def test_sharp_but_rightly_scaled_scores_are_not_flagged(monkeypatch):
+    """A trained head's scores go far beyond the seed design's [-10, 10] (the README's reverse run reaches
+    ~23 by step 800): healthy, so no flag; the missing scale is still caught on that same model."""
+    model = _model(d_model=64, nhead=1, layers=1)
+    _sharpen(model, 4.0)
+    t = _run(model)
+    scores = next(r for r in t.records if r.name.endswith("scores (q k^T / sqrt(Dh))"))
+    assert max(-scores.min, scores.max) > 20
+    assert _flags(t, "scores") == [] and "softmax input = 1 x q k^T / sqrt(Dh)" in scores.note
+    original = F.scaled_dot_product_attention_forward
+    monkeypatch.setattr(F.multi_head_attention, "scaled_dot_product_attention_forward",
+                        lambda *a, **k: original(*a, **dict(k, scale=1.0)))
+    t = _run(model)
+    assert _flags(t, "scores") == ["encoder.layers.0.self_attn.scores (q k^T / sqrt(Dh)) (forward)"]
+    assert "scores are 8 x q k^T / sqrt(Dh), expected 1 (missing the 1/sqrt(Dh) scale? sqrt(Dh) = 8)" in t.report()
+
+
+def test_scale_check_at_every_head_width_and_with_masks(monkeypatch):
+    """Bool masks (P = 0, left out) and a causal mask change nothing; a float mask that varies within rows
+    is not mistaken for a scale (the fit is then no straight line: no verdict)."""
+    rng = np.random.default_rng(0)
+    for dh in (4, 16, 64):
+        q, k = rng.standard_normal((2, 3, 7, dh)), rng.standard_normal((2, 3, 9, dh))
+        for mask in (None, rng.random((7, 9)) < 0.3):
+            for scale, expect in ((1 / np.sqrt(dh), 1.0), (1.0, np.sqrt(dh))):
+                _, cache = F.scaled_dot_product_attention_forward(q, k, k, attn_mask=mask, scale=scale)
+                assert _trace_factor(cache) == pytest.approx(expect, rel=1e-9)
+        _, cache = F.scaled_dot_product_attention_forward(q, k, k, attn_mask=3.0 * rng.standard_normal((7, 9)))
+        factor = _trace_factor(cache)
+        assert factor is None or 1 / 1.5 <= factor <= 1.5
+
+
+def _trace_factor(cache):
+    from numpy_transformer import _trace
+    return _trace.applied_scale_factor(cache.q, cache.k, cache.probs)
+
+
+@pytest.mark.slow
+def test_the_readme_trace_every_example_is_clean(tmp_path, capsys, monkeypatch):
+    """The README's own `train --task reverse --trace-every 200 --save rev.npz`: no flagged record."""
+    from numpy_transformer.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--task", "reverse", "--trace-every", "200", "--save", "rev.npz"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("trace of step") == 5 and err.count("no problems") == 5, err
+
+
 def test_flags_softmax_rows_not_summing_to_one(monkeypatch):
     model = _model()
 

@@ -188,3 +188,90 @@ def test_default_configuration_reaches_99_percent(task):
     t = Trainer(TrainConfig(task=task))
     t.train()
     assert t.evaluate().token_accuracy >= 0.99
+
+
+def test_train_a_long_sequence_from_the_command_line(capsys):
+    """--seq-len 300 (past 30 ** 209, where a float count of the sequences overflowed) trains."""
+    argv = ["train", "--task", "reverse", "--seq-len", "300", "--num-train", "16", "--num-val", "4", "--d-model", "8",
+            "--nhead", "1", "--layers", "1", "--dim-feedforward", "8", "--batch-size", "2", "--steps", "1", "--quiet"]
+    assert main(argv) == 0
+    assert "finished reverse at step 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 cut short", None])
+def test_empty_or_truncated_checkpoints_are_one_line_errors(tmp_path, capsys, content):
+    if content is None:
+        path = os.devnull                                   # `predict /dev/null` as a newcomer typed it
+    else:
+        path = tmp_path / "bad.npz"
+        path.write_bytes(content)
+    for argv in (["predict", str(path), "--random", "1"], ["evaluate", str(path)],
+                 ["train", "--resume", str(path), "--steps", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path} is not a numpy-transformer checkpoint") and err.count("\n") == 1, err
+
+
+def test_save_into_an_unwritable_directory_blames_the_checkpoint(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(ckpt_mod.tempfile, "mkstemp", refuse)     # root ignores chmod: refuse the probe itself
+    assert main(["train", *TINY_ARGS, "--steps", "1", "--save", str(tmp_path / "run.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --save: cannot save a checkpoint to {tmp_path / 'run.npz'}: no file can be created in "
+                   f"the directory {tmp_path} (Permission denied)\n")
+    assert not os.listdir(tmp_path)                              # and no log was started
+
+
+def _read_only_directory():
+    """/sys (sysfs takes no new files, even from root), or None where a file can be created there."""
+    import tempfile
+    try:
+        fd, probe = tempfile.mkstemp(dir="/sys")
+    except OSError:
+        return "/sys" if os.path.isdir("/sys") else None
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+@pytest.mark.skipif(_read_only_directory() is None, reason="needs a directory that cannot be written")
+def test_save_into_a_read_only_directory(capsys):
+    assert main(["train", *TINY_ARGS, "--steps", "1", "--save", "/sys/run.npz"]) == 2
+    assert "error: --save: cannot save a checkpoint to /sys/run.npz: no file can be created" in capsys.readouterr().err
+
+
+def test_predict_output_explains_itself(tmp_path, capsys):
+    """The verdict is on the example's own line (never read as one more token), wrong positions are
+    marked, and the id legend explains the shift task's trailing EOS."""
+    path = tmp_path / "shift.npz"
+    assert main(["train", *TINY_ARGS[:1], "shift", *TINY_ARGS[2:], "--steps", "1", "--quiet", "--save", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(path), "--tokens", "2 3 4 5 6 7"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == ("task shift, 6 tokens per sequence; ids: 0 = PAD, 1 = EOS (end of sequence), 2..9 content; "
+                        "shift's last target is EOS (nothing follows the last token)")
+    assert lines[2].startswith("example 1: ")
+    assert lines[3] == "  source      2 3 4 5 6 7"
+    predicted = [int(t) for t in lines[4].split()[1:]]
+    assert len(predicted) == 6                                      # only tokens on the predicted line
+    if "wrong" in lines[2]:
+        expected = [int(t) for t in lines[5].split()[1:]]
+        assert expected == [3, 4, 5, 6, 7, 1]
+        wrong = sum(p != e for p, e in zip(predicted, expected))
+        assert lines[2] == f"example 1: {wrong} of 6 tokens wrong (marked ^)"
+        assert lines[6].count("^") == wrong and len(lines[6]) <= len(lines[5])
+    else:
+        assert lines[2] == "example 1: correct" and predicted == [3, 4, 5, 6, 7, 1]
+
+
+def test_predict_long_sequences_fit_100_columns(tmp_path, capsys):
+    path = tmp_path / "long.npz"
+    assert main(["train", "--task", "copy", "--seq-len", "300", "--num-train", "16", "--num-val", "4", "--d-model", "8",
+                 "--nhead", "1", "--layers", "1", "--dim-feedforward", "8", "--batch-size", "2", "--steps", "1",
+                 "--quiet", "--save", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(path), "--random", "1"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100 and "positions 0-28" in out and "positions 290-299" in out

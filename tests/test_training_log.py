@@ -111,7 +111,7 @@ def test_trace_every_flags_a_problem(tmp_path, capsys, monkeypatch):
     assert main(TINY[:-1] + ["--steps", "3", "--eval-every", "0", "--trace-every", "3", "--log", str(log),
                              "--trace-table"]) == 0
     err = capsys.readouterr().err
-    assert "trace of step 3:\nstep " in err                  # the whole table, then the summary
+    assert "trace of step 3:\n(every array float32)\nname " in err      # the whole table, then the summary
     assert "!! gradient exactly zero" in err and "flagged" in err
     trace = next(e for e in read_log(log) if e["kind"] == "trace")
     assert "encoder.layers.1.activation (backward): gradient exactly zero" in trace["problems"]

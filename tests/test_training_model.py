@@ -128,6 +128,27 @@ def test_tasks(task):
     assert ntdata.make_targets(task, src).tolist() == expected[task]
 
 
+@pytest.mark.parametrize("seq_len", [209, 300, 4096])
+def test_tasks_of_long_sequences(seq_len):
+    """30 ** 209 overflows a float: the count of distinct sequences is exact, so long tasks work."""
+    d = ntdata.make_task("reverse", vocab_size=32, seq_len=seq_len, num_train=40, num_val=8, seed=0)
+    assert d.train_src.shape == (40, seq_len) and d.val_tgt.shape == (8, seq_len)
+    assert np.array_equal(d.val_tgt, d.val_src[:, ::-1])
+    with pytest.raises(ValueError, match=r"only 1 distinct sequences of length 5000 over 1 content tokens"):
+        ntdata.make_task("copy", vocab_size=3, seq_len=5000, num_train=1, num_val=1)
+
+
+def test_tasks_of_the_usual_lengths_are_unchanged():
+    """The README's figures rest on these arrays: their digest is pinned (it predates the long-length fix)."""
+    import hashlib
+    h = hashlib.sha256()
+    for task, seq_len in [("shift", 16), ("sort", 16), ("copy", 5)]:
+        d = ntdata.make_task(task, seq_len=seq_len)
+        for a in (d.train_src, d.val_src, d.val_tgt):
+            h.update(a.tobytes())
+    assert h.hexdigest() == "d087ae628ae68c57d3a2b11651e9a45358158ac15f2d44eba5174d312c82b178"
+
+
 def test_task_errors_and_batcher():
     with pytest.raises(ValueError, match=r"task must be one of \['copy', 'reverse', 'shift', 'sort'\], got 'add'"):
         ntdata.make_task("add")

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from .._text import plain
 
 # One entry per command module; a module that is missing is simply not offered.
 COMMAND_MODULES = ["demo", "gradcheck", "drill", "train", "plot"]
@@ -70,6 +73,22 @@ def probability(text):
     return value
 
 
+def parse_tokens(text, seq_len, vocab_size):
+    """One ``--tokens`` value (``predict`` and ``plot attention`` share it): a source sequence of ids
+    separated by spaces or commas, exactly ``seq_len`` of them (the length the model was trained on),
+    each in ``[0, vocab_size)``; returns the list of ids or raises ValueError naming what is wrong."""
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from None
+    if len(ids) != seq_len:
+        raise ValueError(f"--tokens: the model was trained on length {seq_len}; got {len(ids)} tokens in {text!r}")
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"--tokens: token ids must lie in [0, {vocab_size}), got {bad[0]}")
+    return ids
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="numpy-transformer",
@@ -84,7 +103,37 @@ def build_parser():
                 raise                                   # a real missing dependency: say so
             continue                                    # that command is not installed here
         module.register(sub)
+    return plain_help(parser)
+
+
+def plain_help(parser):
+    """``parser`` and its sub-parsers with every description, epilog and help made plain text: the
+    docstrings used as help are reStructuredText (double backquotes, ``:func:`...```), which
+    ``--help`` would show verbatim."""
+    for attr in ("description", "epilog"):
+        if getattr(parser, attr, None):
+            setattr(parser, attr, plain(getattr(parser, attr)))
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:          # the sub-commands' one-line help
+                choice.help = plain(choice.help) if isinstance(choice.help, str) else choice.help
+            for sub in set(action.choices.values()):
+                plain_help(sub)
     return parser
+
+
+def reader_gone():
+    """After a BrokenPipeError (``... | head`` closed the pipe): point stdout at devnull, so that the
+    interpreter's final flush does not fail again, and return the exit status to leave with (141, as a
+    shell reports a process killed by SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):          # no real file descriptor behind sys.stdout (captured output)
+        pass
+    return 141
 
 
 def main(argv=None):
@@ -95,3 +144,5 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return reader_gone()

@@ -1,9 +1,9 @@
 """``drill``: interview practice. Write softmax, LayerNorm, attention ... forward and backward by hand.
 
-  drill list                     the exercises, with difficulty, target time and what each covers
-  drill start NAME [--dir DIR]   write a skeleton (exact signatures, shapes, no solution); starts the clock
-  drill check FILE               grade it against the verified implementation; diagnose classic mistakes
-  drill solution NAME            print the reference solution and its derivation (spoiler)
+  drill list                    the exercises, with difficulty, target time and what each covers
+  drill start NAME [--dir DIR]  a skeleton to fill in (exact signatures, shapes); starts the clock
+  drill check FILE              grade it against the verified implementation; diagnose mistakes
+  drill solution NAME           print the reference solution and its derivation (spoiler)
 
 Exit status of ``check``: 0 all checks pass, 1 some fail, 2 the file cannot be graded.
 """
@@ -120,12 +120,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="numpy-transformer drill", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(p)
-    args = p.parse_args(argv)
+    from . import plain_help
+    args = plain_help(p).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        from . import reader_gone
+        return reader_gone()
 
 
 if __name__ == "__main__":

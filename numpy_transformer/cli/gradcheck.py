@@ -28,6 +28,7 @@ from .. import oracle, registry
 from ..registry import RandomChooser
 from ..registry import modules as rmodules
 from ..gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
+from .._text import fit
 from . import nonnegative_int, positive_float
 
 __all__ = ["register", "run", "op_cases", "module_cases", "TORCH_TOL"]
@@ -271,6 +272,9 @@ def _run_case(case, args, torch_side, torch_why, tol):
     return list(rows.values())
 
 
+_TENSOR_W = 34       # the longest tensor name, layers.0.self_attn.out_proj.weight: rows fit 100 columns
+
+
 def _e(x):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2e}"
 
@@ -293,14 +297,14 @@ def run(args):
     torch_desc = (f"torch {torch_side.TORCH_VERSION} autograd in {args.dtype} (our {args.dtype} code against "
                   f"torch.nn / torch.nn.functional with the same weights); pass: max|ours - torch| / max|torch| "
                   f"<= {tol:g}" if torch_side else torch_why)
-    print("numpy-transformer gradcheck: gradients of L = sum(dout * f(x)), dout ~ N(0, 1), "
-          f"seed {args.seed}")
-    print(f"  (a) FD: central finite differences in float64, eps {args.eps:g}; pass: max|ours - fd| <= "
-          f"{DEFAULT_ATOL:g} + {DEFAULT_RTOL:g} * max|fd|  (shown as a relative tolerance)")
-    print(f"  (b) torch: {torch_desc}")
-    cw = max(len(c.name) for c in cases)
-    head = (f"{'case':<{cw}} {'tensor':<34} {'shape':<13} | {'FD abs':>8} {'FD rel':>8} {'FD tol':>8} {'FD':>4} | "
-            f"{'torch abs':>9} {'torch rel':>9} {'tol':>7} {'torch':>5} | result")
+    print(fit("numpy-transformer gradcheck: gradients of L = sum(dout * f(x)), dout ~ N(0, 1), "
+              f"seed {args.seed}"))
+    print(fit(f"  (a) FD: central finite differences in float64, eps {args.eps:g}; pass: max|ours - fd| <= "
+              f"{DEFAULT_ATOL:g} + {DEFAULT_RTOL:g} * max|fd| (FD tol: that bound as a relative error)"))
+    print(fit(f"  (b) torch: {torch_desc}"))
+    print("  errors are relative: max|ours - reference| / max|reference|; each case's rows follow its name")
+    head = (f"  {'tensor':<{_TENSOR_W}} {'shape':<13} {'FD rel':>8} {'FD tol':>8} {'FD':>4}   "
+            f"{'torch rel':>9} {'torch':>5}   result")
     print(head)
     print("-" * len(head))
     all_rows, notes = [], []
@@ -309,14 +313,12 @@ def run(args):
             rows = _run_case(case, args, torch_side, torch_why, tol)
         except Exception as exc:                       # a broken op: report it, keep going
             rows = [Row(case.name, "(error)", (), fd_pass=False, fd_note=f"{case.name}: {type(exc).__name__}: {exc}")]
+        print(case.name)
         for r in rows:
-            if torch_side is None:
-                short = torch_why if torch_why == "torch not installed" else "torch reference unavailable"
-                torch_cols = f"{short:>38}"
-            else:
-                torch_cols = f"{_e(r.t_abs):>9} {_e(r.t_rel):>9} {tol:>7.0e} {_status(r.t_pass):>5}"
-            print(f"{r.case:<{cw}} {r.tensor:<34} {str(tuple(r.shape)):<13} | {_e(r.fd_abs):>8} {_e(r.fd_rel):>8} "
-                  f"{_e(r.fd_tol):>8} {_status(r.fd_pass):>4} | {torch_cols} | {'PASS' if r.passed else 'FAIL'}")
+            tensor = r.tensor if len(r.tensor) <= _TENSOR_W else "..." + r.tensor[-(_TENSOR_W - 3):]
+            print(f"  {tensor:<{_TENSOR_W}} {str(tuple(r.shape)):<13} {_e(r.fd_rel):>8} {_e(r.fd_tol):>8} "
+                  f"{_status(r.fd_pass):>4}   {_e(r.t_rel):>9} {_status(r.t_pass):>5}   "
+                  f"{'PASS' if r.passed else 'FAIL'}")
             notes += [n for n in (r.fd_note if r.fd_pass is False else "",
                                   r.t_note if r.t_pass is False else "") if n]
         all_rows += rows
@@ -325,12 +327,11 @@ def run(args):
     worst_t = max((r.t_rel for r in all_rows if not math.isnan(r.t_rel) and r.t_pass), default=math.nan)
     print("-" * len(head))
     for n in notes:
-        print(n)
+        print(fit(n))
     print(f"{len(all_rows)} gradients in {len(cases)} cases, {time.perf_counter() - t0:.1f} s; largest passing "
           f"relative error: FD {_e(worst_fd)}, torch {_e(worst_t)}")
     if failed:
-        print(f"FAILED: {len(failed)} gradient(s): " +
-              ", ".join(f"{r.case} / {r.tensor}" for r in failed))
+        print(fit(f"FAILED: {len(failed)} gradient(s): " + ", ".join(f"{r.case} / {r.tensor}" for r in failed)))
         return 1
     print("ALL PASS")
     return 0

@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from . import parse_tokens
+
 _DESCRIPTION = __doc__
 
 
@@ -29,8 +31,8 @@ def register(subparsers):
     a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
     a.add_argument("checkpoint", help="a .npz written by train --save")
     src = a.add_mutually_exclusive_group()
-    src.add_argument("--tokens", metavar="IDS", help='the input sequence, e.g. --tokens "5 9 3 7" (at most the '
-                     "checkpoint's sequence length)")
+    src.add_argument("--tokens", metavar="IDS", help='the input sequence, e.g. --tokens "5 9 3 7" (as many as the '
+                     "model was trained on, as predict takes them)")
     src.add_argument("--random", action="store_true", help="a random held-out example of the checkpoint's task "
                      "(the default when --tokens is not given)")
     a.add_argument("--seed", type=int, help="which random held-out example (default: a fresh one each time)")
@@ -73,21 +75,6 @@ def _guarded(draw):
     return 0
 
 
-def _parse_tokens(text, vocab_size, max_len):
-    try:
-        ids = [int(t) for t in text.replace(",", " ").split()]
-    except ValueError as exc:
-        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from exc
-    if not ids:
-        raise ValueError("--tokens is empty")
-    if len(ids) > max_len:
-        raise ValueError(f"the model accepts at most {max_len} tokens; got {len(ids)} in {text!r}")
-    bad = [i for i in ids if not 0 <= i < vocab_size]
-    if bad:
-        raise ValueError(f"token ids must lie in [0, {vocab_size}), got {bad[0]}")
-    return np.array([ids], dtype=np.int64)
-
-
 def run_attention(args):
     def draw():
         from ..checkpoint import load_checkpoint
@@ -101,8 +88,9 @@ def run_attention(args):
         if not -nlayers <= args.layer < nlayers:
             raise ValueError(f"--layer must be in [0, {nlayers}) (or negative from the end), got {args.layer}")
         layer = args.layer % nlayers
-        if args.tokens:
-            ids = _parse_tokens(args.tokens, mc["vocab_size"], mc["max_len"])
+        if args.tokens:                  # the length it was trained on (a bare checkpoint: its max_len)
+            length = checkpoint_config(ckpt).seq_len if ckpt.config else mc["max_len"]
+            ids = np.array([parse_tokens(args.tokens, length, mc["vocab_size"])], dtype=np.int64)
             what = "given tokens"
         else:
             c = checkpoint_config(ckpt)

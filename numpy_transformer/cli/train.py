@@ -21,8 +21,10 @@ import time
 import numpy as np
 
 from .. import oracle
+from .._text import WIDTH
 from ..checkpoint import check_save_path, load_checkpoint
-from ..data import TASKS
+from ..data import EOS, FIRST_TOKEN, PAD, TASKS
+from . import parse_tokens
 from ..optim import OPTIMIZERS
 from ..runlog import RunLog, default_log_path
 from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
@@ -142,8 +144,12 @@ def run_train(args):
             raise ValueError(f"--log-every must be >= 1, got {args.log_every}")
         if args.trace_every < 0:
             raise ValueError(f"--trace-every must be >= 0 (0 = never), got {args.trace_every}")
-        if args.save:
-            check_save_path(args.save)            # refuse a path that cannot be written before training
+        for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
+            if path:                              # refuse a path that cannot be written before training
+                try:
+                    check_save_path(path)
+                except OSError as exc:
+                    raise ValueError(f"{flag}: {exc}") from None
         if args.resume:
             trainer = Trainer.resume(args.resume, given)
         else:
@@ -309,19 +315,7 @@ def run_predict(args):
         ckpt, c, model = _load(args.checkpoint)
         from ..data import make_targets, make_task
         if args.tokens:
-            rows = []
-            for text in args.tokens:
-                try:
-                    ids = [int(t) for t in text.replace(",", " ").split()]
-                except ValueError as exc:
-                    raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from exc
-                if len(ids) != c.seq_len:
-                    raise ValueError(f"the model was trained on length {c.seq_len}; got {len(ids)} tokens in {text!r}")
-                bad = [i for i in ids if not 0 <= i < c.vocab_size]
-                if bad:
-                    raise ValueError(f"token ids must lie in [0, {c.vocab_size}), got {bad[0]}")
-                rows.append(ids)
-            src = np.array(rows, dtype=np.int64)
+            src = np.array([parse_tokens(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
         else:
             if args.random is not None and args.random <= 0:
                 raise ValueError(f"--random must be a positive number of examples, got {args.random}")
@@ -332,15 +326,27 @@ def run_predict(args):
     model.eval()
     pred = model(src).argmax(-1)
     tgt = make_targets(c.task, src)
-    width = 2 + max(len(str(c.vocab_size)), 1)
+    print(f"task {c.task}, {c.seq_len} tokens per sequence; ids: {PAD} = PAD, {EOS} = EOS (end of sequence), "
+          f"{FIRST_TOKEN}..{c.vocab_size - 1} content"
+          + ("; shift's last target is EOS (nothing follows the last token)" if c.task == "shift" else ""))
+    width = 1 + len(str(c.vocab_size - 1))
+    per_line = max(1, (WIDTH - 13) // width)                  # long sequences: blocks of positions, 100 columns
     fmt = lambda ids: "".join(f"{int(i):>{width}}" for i in ids)          # noqa: E731
-    for s, p, t in zip(src, pred, tgt):
-        ok = np.array_equal(p, t)
-        print(f"source     {fmt(s)}")
-        print(f"predicted  {fmt(p)}   {'correct' if ok else f'{int((p != t).sum())} wrong'}")
-        if not ok:
-            print(f"expected   {fmt(t)}")
-        print()
+    for n, (s, p, t) in enumerate(zip(src, pred, tgt), 1):
+        wrong = p != t
+        print(f"\nexample {n}: " + (f"{int(wrong.sum())} of {len(t)} tokens wrong (marked ^)" if wrong.any()
+                                     else "correct"))
+        for a in range(0, len(t), per_line):
+            b = min(a + per_line, len(t))
+            if len(t) > per_line:
+                print(f"  positions {a}-{b - 1}")
+            print(f"  source     {fmt(s[a:b])}")
+            print(f"  predicted  {fmt(p[a:b])}")
+            if wrong.any():
+                print(f"  expected   {fmt(t[a:b])}")
+                marks = "".join(f"{m:>{width}}" for m in np.where(wrong[a:b], "^", " "))
+                if marks.strip():
+                    print(f"             {marks}")
     return 0
 
 

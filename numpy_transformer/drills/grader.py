@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections import Counter, OrderedDict
 
+from .._text import fit
 from . import diagnose
 from .exercises import EXERCISES, get
 
@@ -58,7 +59,7 @@ class _Out:
         self.stream = stream
 
     def __call__(self, text=""):
-        print(text, file=self.stream)
+        print(fit(text), file=self.stream)
 
 
 def guess_exercise(source, path):
@@ -107,6 +108,8 @@ def check_file(path, exercise=None, seed=0, cases=DEFAULT_CASES, timeout=None, c
     except KeyboardInterrupt:
         out("interrupted")
         return 130
+    except BrokenPipeError:            # the reader went away (`drill check FILE | head`): not a grader bug
+        raise
     except Exception as exc:  # noqa: BLE001 - the grader reports, never crashes
         out(f"FAIL  the grader itself failed ({type(exc).__name__}: {exc}); please report this bug")
         return 2
@@ -226,7 +229,9 @@ def _report(out, path, ex, events, seed, cases, t_start, now, timed_out, timeout
     done = any(e.get("event") == "done" for e in events)
     oracle_line = _oracle_summary(load, case_events)
     out(f"cases: {len(case_events)} of {cases} graded (seed {seed}; the first {min(ex.n_edge, cases)} are fixed "
-        f"edge cases)   reference: {ex.reference_name}   oracle: {oracle_line}")
+        f"edge cases)")
+    out(f"reference: {ex.reference_name}")
+    out(f"oracle: {oracle_line}")
     if load.get("missing"):
         out(f"note: not defined in your file: {', '.join(load['missing'])}")
     out("")
@@ -388,7 +393,7 @@ def _diagnosis(out, ex, fails, case_events):
             continue
         m = ex.mistake(mid)
         parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
-        out(f"  * known mistake: {m.title}   [{m.id}]")
+        out(f"  * known mistake [{m.id}]: {m.title}")
         out(f"      matches your wrong arrays on: {parts} failing cases")
         if contra[mid]:
             out(f"      (but on {contra[mid]} case(s) an array you got right would be wrong with this mistake: "
@@ -409,7 +414,7 @@ def _diagnosis(out, ex, fails, case_events):
             break                                       # only the best-supported combination(s)
         a, b = (ex.mistake(x) for x in pid.split("+"))
         parts = ", ".join(f"{n} {c}/{computed_fail[n]}" for n, c in per.items())
-        out(f"  * two known mistakes at once: {a.title}  AND  {b.title}   [{a.id} + {b.id}]")
+        out(f"  * two known mistakes at once [{a.id} + {b.id}]: {a.title}  AND  {b.title}")
         out(f"      matches your wrong arrays on: {parts} failing cases (where neither alone does)")
         for m in (a, b):
             if m.id not in shown_ids:
