@@ -90,6 +90,7 @@ class Transformer(Module):
         self.d_model = d_model
         self.nhead = nhead
         self.batch_first = bool(batch_first)
+        self.custom_parts = (custom_encoder is not None, custom_decoder is not None)   # (encoder, decoder)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
