@@ -6,7 +6,8 @@ Each of the mask arguments gets its own drawn mask kind: ``tgt_mask`` (with ``tg
 and ``tgt_is_causal``) from :data:`SELF_MASKS` over (S, S), ``memory_mask`` (with
 ``memory_key_padding_mask``, ``memory_is_causal``) from :data:`MEMORY_MASKS` over (S, T), and for
 ``Transformer`` ``src_mask`` (``src_key_padding_mask``, ``src_is_causal``) from :data:`SELF_MASKS`
-over (T, T). S is the target length, T the memory's (the source's), drawn independently.
+over (T, T). S is the target length, T >= 2 the memory's (the source's), drawn independently (a memory of
+one key, whose softmax is constant, is tested in ``tests/test_decoder.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
                  src_mask=None, unbatched=None, num_layers=None, final_norm=None, custom="draw"):
     """Fill ``cfg`` for a decoder kind: sizes (B, S, T, H, Dh, F), options and one mask kind per argument."""
     h = c.integers(1, 3)
-    cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), T=c.integers(min_len, 5), H=h,
+    cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), T=c.integers(max(min_len, 2), 5), H=h,
                Dh=c.integers(-(-max(min_width, 3) // h), 4), bias=c.boolean(), batch_first=c.boolean())
     cfg["unbatched"] = c.choice((False, False, True)) if unbatched is None else unbatched
     if cfg["unbatched"]:
@@ -42,6 +43,8 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
     cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2),
                tgt_mask=_pick(c, SELF_MASKS, tgt_mask), memory_mask=_pick(c, MEMORY_MASKS, memory_mask))
+    if "causal" in cfg["memory_mask"] and cfg["S"] == 1:
+        cfg["S"] = 2                     # one query seeing key 0 alone: see _masks
     kind = cfg["kind"]
     if kind == "TransformerDecoder":
         cfg.update(num_layers=_pick(c, (2, 3), num_layers), final_norm=_pick(c, (False, True), final_norm))
@@ -92,8 +95,22 @@ def _seq(cfg, b, s, d, rng):
     return rng.standard_normal(shape).astype(_dt(cfg))
 
 
-def _masks(cfg, kind, s, t, rng):
+def _keep_key1(mask):
+    """``mask`` with key 1 never masked (bool False, float -inf -> 0)."""
+    mask = mask.copy()
+    col = mask[..., 1]
+    mask[..., 1] = False if mask.dtype == np.bool_ else np.where(np.isneginf(col), 0, col)
+    return mask
+
+
+def _masks(cfg, kind, s, t, rng, memory=False):
     am, kpm, causal = make_masks(kind, cfg["B"], cfg["H"], s, t, _dt(cfg), rng)
+    if memory and t >= 2:
+        # Cross-attention queries seeing one key alone get an output independent of the query, so the
+        # query path's gradients (norm2's in pre-LN) are exact zeros computed as rounding noise; keeping
+        # key 1 too (outside the causal kinds) keeps every draw informative. T = 1 is tested on its own.
+        am = am if am is None or "causal" in kind else _keep_key1(am)
+        kpm = None if kpm is None else _keep_key1(kpm)
     if cfg["unbatched"] and kpm is not None:
         kpm = kpm[0]                                                 # (T,); a per-head mask is (H, S, T)
     return am, kpm, causal
@@ -108,7 +125,7 @@ def make_decoder_inputs(cfg, rng):
         other["src_mask"], other["src_key_padding_mask"], other["src_is_causal"] = _masks(cfg, cfg["src_mask"], t, t, rng)
     other["tgt_mask"], other["tgt_key_padding_mask"], other["tgt_is_causal"] = _masks(cfg, cfg["tgt_mask"], s, s, rng)
     other["memory_mask"], other["memory_key_padding_mask"], other["memory_is_causal"] = _masks(
-        cfg, cfg["memory_mask"], s, t, rng)
+        cfg, cfg["memory_mask"], s, t, rng, memory=True)
     if cfg["kind"] == "Transformer":
         return {"src": _seq(cfg, b, t, d, rng), "tgt": _seq(cfg, b, s, d, rng)}, other
     return {"tgt": _seq(cfg, b, s, d, rng), "memory": _seq(cfg, b, t, d, rng)}, other
