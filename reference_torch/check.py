@@ -5,7 +5,8 @@ Usage::
     python -m reference_torch.check [--trials N] [--seed S] [--dtype float64|float32] [--tol T] [--twins]
 
 For each module of the registry (``numpy_transformer.registry.MODULES``: ``Linear``, ``Embedding``,
-``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``, ...) and
+``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``,
+``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``, ...) and
 each trial it draws a random configuration (shapes, heads, activation, pre/post-LN, batch_first,
 unbatched inputs, bias, eps, kdim/vdim, add_bias_kv/add_zero_attn, masks), builds torch's module with the torch table
 (``reference_torch.table.torch_module``; dropout 0, random weights and biases), copies its weights

@@ -20,6 +20,7 @@ masks (``set_dropout_masks(nt.dropout_masks(ours))``: ``dropout``, ``dropout1..3
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -185,13 +186,15 @@ def _transformer(m, twin=False, build=None):
     custom_enc, custom_dec = m.custom_parts
     layer = dec.layers[0] if not custom_dec else enc.layers[0]
     cls = Transformer if twin else nn.Transformer
-    return cls(m.d_model, m.nhead, num_encoder_layers=len(enc.layers), num_decoder_layers=len(dec.layers),
-               dim_feedforward=layer.linear1.out_features, dropout=layer.dropout.p,
-               activation=R.activation(layer.activation),
-               custom_encoder=build(enc, twin) if custom_enc else None,
-               custom_decoder=build(dec, twin) if custom_dec else None,
-               layer_norm_eps=layer.norm1.eps, batch_first=m.batch_first, norm_first=layer.norm_first,
-               bias=layer.linear1.bias is not None)
+    with warnings.catch_warnings():    # torch: "enable_nested_tensor is True, but ... norm_first was True"
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
+        return cls(m.d_model, m.nhead, num_encoder_layers=len(enc.layers), num_decoder_layers=len(dec.layers),
+                   dim_feedforward=layer.linear1.out_features, dropout=layer.dropout.p,
+                   activation=R.activation(layer.activation),
+                   custom_encoder=build(enc, twin) if custom_enc else None,
+                   custom_decoder=build(dec, twin) if custom_dec else None,
+                   layer_norm_eps=layer.norm1.eps, batch_first=m.batch_first, norm_first=layer.norm_first,
+                   bias=layer.linear1.bias is not None)
 
 
 def torch_modules(build):

@@ -31,16 +31,20 @@ def _pick(c, options, given):
 
 
 def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, tgt_mask=None, memory_mask=None,
-                 src_mask=None, unbatched=None, num_layers=None, final_norm=None, custom="draw"):
-    """Fill ``cfg`` for a decoder kind: sizes (B, S, T, H, Dh, F), options and one mask kind per argument."""
+                 src_mask=None, unbatched=None, num_layers=None, final_norm=None, custom="draw",
+                 num_encoder_layers=None, sizes=None):
+    """Fill ``cfg`` for a decoder kind: sizes (B, S, T, H, Dh, F), options and one mask kind per argument.
+    ``sizes`` fixes some sizes (the gradcheck report's rows keep finite differences quick)."""
     h = c.integers(1, 3)
     cfg.update(B=c.integers(1, 3), S=c.integers(min_len, 5), T=c.integers(max(min_len, 2), 5), H=h,
                Dh=c.integers(-(-max(min_width, 3) // h), 4), bias=c.boolean(), batch_first=c.boolean())
     cfg["unbatched"] = c.choice((False, False, True)) if unbatched is None else unbatched
     if cfg["unbatched"]:
         cfg["B"] = 1
+    cfg["F"] = c.integers(min_width, 8)
+    cfg.update(sizes or {})
     cfg["D"] = cfg["H"] * cfg["Dh"]
-    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
+    cfg.update( activation=_pick(c, ("relu", "gelu"), activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2),
                tgt_mask=_pick(c, SELF_MASKS, tgt_mask), memory_mask=_pick(c, MEMORY_MASKS, memory_mask))
     if "causal" in cfg["memory_mask"] and cfg["S"] == 1:
@@ -49,7 +53,7 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
     if kind == "TransformerDecoder":
         cfg.update(num_layers=_pick(c, (2, 3), num_layers), final_norm=_pick(c, (False, True), final_norm))
     elif kind == "Transformer":
-        cfg.update(num_encoder_layers=c.integers(1, 2), num_decoder_layers=_pick(c, (1, 2), num_layers),
+        cfg.update(num_encoder_layers=_pick(c, (1, 2), num_encoder_layers), num_decoder_layers=_pick(c, (1, 2), num_layers),
                    src_mask=_pick(c, SELF_MASKS, src_mask), custom=c.choice(CUSTOM) if custom == "draw" else custom,
                    final_norm=_pick(c, (False, True), final_norm))
 

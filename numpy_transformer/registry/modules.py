@@ -152,6 +152,9 @@ def _build_encoder(cfg):
                                  seed=cfg["seed"] + 1)
 
 
+# the decoder kinds' gradcheck rows: small enough for quick finite differences, S != T, two heads
+_SMALL = dict(B=2, S=3, T=2, H=2, Dh=2, F=3)
+
 MODULES = {case.name: case for case in [
     ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
                                                             dtype=_dt(cfg), seed=cfg["seed"])),
@@ -196,20 +199,19 @@ MODULES = {case.name: case for case in [
                examples=(("2 layers, final norm, causal", {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
     # the decoder kinds: registry/decoders.py
     ModuleCase("TransformerDecoderLayer", draw_decoder, build_decoder,
-               examples=(("post-LN, causal tgt, padded memory", {"norm_first": False, "tgt_mask": "causal_bool+padding",
-                                                                 "memory_mask": "padding", "unbatched": False}),
-                         ("pre-LN, gelu, per-head masks", {"norm_first": True, "activation": "gelu",
-                                                           "tgt_mask": "per_head", "memory_mask": "per_head+padding",
-                                                           "unbatched": False})),
+               examples=(("pre-LN, gelu, causal tgt, per-head memory mask",
+                          {"norm_first": True, "activation": "gelu", "tgt_mask": "causal_bool+padding",
+                           "memory_mask": "per_head+padding", "unbatched": False, "sizes": _SMALL}),),
                twin=True),
     ModuleCase("TransformerDecoder", draw_decoder, build_decoder,
                examples=(("2 layers, final norm, causal", {"tgt_mask": "is_causal", "memory_mask": "float",
                                                            "num_layers": 2, "final_norm": True,
-                                                           "unbatched": False}),), twin=True),
+                                                           "unbatched": False, "sizes": _SMALL}),), twin=True),
     ModuleCase("Transformer", draw_decoder, build_decoder,
                examples=(("1+1 layers, causal tgt, padded src", {"src_mask": "padding", "tgt_mask": "causal_float",
                                                                  "memory_mask": "padding", "num_layers": 1,
-                                                                 "custom": None, "unbatched": False}),),
+                                                                 "num_encoder_layers": 1, "custom": None,
+                                                                 "unbatched": False, "sizes": _SMALL}),),
                twin=True),
     ModuleCase("TokenEmbedding", _draw_token_embedding,
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
