@@ -271,3 +271,29 @@ def test_twin_replays_every_dropout_of_the_transformer():
     assert {"decoder.layers.0.multihead_attn", "decoder.layers.0.dropout3", "encoder.layers.0.dropout2"} <= names
     assert isinstance(res.ref, R.Transformer)
     assert_close(res.pairs, context=f"{cfg}\n")
+
+
+@pytest.mark.parametrize("activation", [nt.GELU("tanh"), nt.ReLU(), "gelu"])
+def test_activation_module_vs_torch_nn(activation):
+    """activation: a string or an nt.ReLU/nt.GELU module (torch: a string or a callable)."""
+    rng = np.random.default_rng(6)
+    ours = nt.TransformerDecoderLayer(6, 2, 10, dropout=0.0, activation=activation, dtype=np.float64, seed=1)
+    for p in ours.parameters():
+        p.data += 0.25 * rng.standard_normal(p.shape)
+    tm = table.torch_module(ours)
+    tgt, mem = rng.standard_normal((2, 4, 6)), rng.standard_normal((2, 3, 6))
+    y = ours(tgt, mem, tgt_is_causal=True)
+    g = rng.standard_normal(y.shape)
+    dtgt, dmem = ours.backward(g)
+    tt, mt = _t(tgt, True), _t(mem, True)
+    yt = tm(tt, mt, tgt_mask=_t(nt.functional.causal_mask(4)), tgt_is_causal=True)
+    yt.backward(_t(g))
+    pairs = {"out": (y, yt), "dtgt": (dtgt, tt.grad), "dmemory": (dmem, mt.grad)}
+    pairs.update({n: (dict(ours.named_parameters())[n].grad, p.grad) for n, p in tm.named_parameters()})
+    assert_close(pairs)
+    if isinstance(activation, nt.GELU):        # the tanh form reached torch: it is not the exact GELU
+        with torch.no_grad():
+            exact = table.torch_module(nt.TransformerDecoderLayer(6, 2, 10, dropout=0.0, activation="gelu",
+                                                                  dtype=np.float64, seed=1))
+            exact.load_state_dict(tm.state_dict())
+            assert not torch.allclose(exact(_t(tgt), _t(mem)), tm(_t(tgt), _t(mem)), rtol=1e-9, atol=0)
