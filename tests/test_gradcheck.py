@@ -524,11 +524,15 @@ def _rows_by_case(out):
     groups, case = {}, None
     lines = out.splitlines()
     body = lines[lines.index(next(l for l in lines if l.startswith("---"))) + 1:]
+    name = ""                                        # a long tensor name stands on its own line
     for line in body:
         if line.startswith("---"):
             break
-        if line.startswith("  "):
-            groups[case].append(line)
+        if line.startswith("  ") and len(line.split()) == 1:
+            name = line.strip()
+        elif line.startswith("  "):
+            groups[case].append(f"  {name}  {line.strip()}" if name else line)
+            name = ""
         else:
             case = line
             groups[case] = []

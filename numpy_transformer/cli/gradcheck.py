@@ -315,7 +315,10 @@ def run(args):
             rows = [Row(case.name, "(error)", (), fd_pass=False, fd_note=f"{case.name}: {type(exc).__name__}: {exc}")]
         print(case.name)
         for r in rows:
-            tensor = r.tensor if len(r.tensor) <= _TENSOR_W else "..." + r.tensor[-(_TENSOR_W - 3):]
+            tensor = r.tensor
+            if len(tensor) > _TENSOR_W:            # a long name on a line of its own, never cut
+                print(f"  {tensor}")
+                tensor = ""
             print(f"  {tensor:<{_TENSOR_W}} {str(tuple(r.shape)):<13} {_e(r.fd_rel):>8} {_e(r.fd_tol):>8} "
                   f"{_status(r.fd_pass):>4}   {_e(r.t_rel):>9} {_status(r.t_pass):>5}   "
                   f"{'PASS' if r.passed else 'FAIL'}")
