@@ -97,6 +97,8 @@ def check_save_path(path):
     if os.path.isdir(path):
         raise IsADirectoryError(f"checkpoint path {path} is a directory; give a file name such as "
                                 f"{os.path.join(path, 'run.npz')}")
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise NotADirectoryError(f"cannot save a checkpoint to {path}: {directory} is a file, not a directory")
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"cannot save a checkpoint to {path}: the directory {directory} does not exist")
     try:

@@ -75,8 +75,6 @@ def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, 
     s, t, d = query.shape[1], key.shape[1], query.shape[-1]
     if is_causal and attn_mask is None:
         attn_mask = _causal_bool(s, t)             # torch needs the mask itself; is_causal is a hint
-    if is_causal and ("bias_k" in w or add_zero_attn):
-        is_causal = False    # torch's hint path would mask the appended keys too, its mask path does not
     out, weights = TF.multi_head_attention_forward(
         query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d, num_heads,
         w.get("in_proj_weight"), w.get("in_proj_bias"), w.get("bias_k"), w.get("bias_v"), add_zero_attn, 0.0,
@@ -212,9 +210,7 @@ def torch_module(np_module, oracle="torch.nn", dtype=None):
 def torch_call(module, cfg, x, other, oracle="torch.nn"):
     """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors (unchanged: the
     modules' convention is torch's), and for ``torch.nn`` an ``is_causal=True`` without a mask gets the
-    causal mask too (torch wants both). With ``add_bias_kv``/``add_zero_attn`` the hint is dropped for
-    torch: its hint path (no ``need_weights``, no key-padding mask) would mask the appended keys, its
-    mask path -- ours -- does not."""
+    causal mask too (torch wants both)."""
     from numpy_transformer.registry.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
@@ -225,8 +221,6 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
     if oracle == "torch.nn" and other.get("is_causal") and other.get("attn_mask") is None:
         s, t = cfg["S"], cfg["T"]
         other["attn_mask"] = _causal_bool(s, t)
-    if oracle == "torch.nn" and other.get("is_causal") and (cfg.get("add_bias_kv") or cfg.get("add_zero_attn")):
-        other["is_causal"] = False
     return call(module, cfg, x, other)
 
 

@@ -140,10 +140,10 @@ def test_layer_tiled_equals_standard(norm_first, kwargs):
 
 
 @pytest.mark.parametrize("extras", [(True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("masks", ["none", "is_causal", "is_causal+padding", "per_head+padding"])
+@pytest.mark.parametrize("masks", ["none", "causal_bool", "causal_bool+padding", "per_head+padding"])
 def test_mha_tiled_equals_standard_with_bias_kv_and_zero_attn(extras, masks):
     """The appended keys (add_bias_kv, add_zero_attn) are attended by every query on the tiled path too
-    (causality does not skip them), and bias_k/bias_v get the same gradients."""
+    (a causal mask does not hide them), and bias_k/bias_v get the same gradients."""
     from numpy_transformer.registry import make_masks
     rng = np.random.default_rng(4)
     b, s, d, h = 2, 5, 8, 2

@@ -331,6 +331,17 @@ def test_sdpa_arguments_in_torchs_order_and_refusals():
             fn(q, k, v, dropout_p=0.5)
     with pytest.raises(ValueError, match="attn_mask and is_causal=True were both given"):
         F.scaled_dot_product_attention_forward(q, k, v, mask, is_causal=True)
+    tq = [torch.from_numpy(x) for x in (q, k, v)]
+    int_mask = np.tril(np.ones((3, 3), np.int64))           # 0/1 added to the scores would be a trap
+    with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float"):
+        TF.scaled_dot_product_attention(*tq, torch.from_numpy(int_mask))
+    for fn in (F.scaled_dot_product_attention_forward, F.flash_attention_forward):
+        with pytest.raises(TypeError, match="attn_mask must be bool .* got dtype int64; .*astype.bool"):
+            fn(q, k, v, int_mask)
+        with pytest.raises(ValueError, match=r"attn_mask of shape \(4, 2, 3, 3\) does not broadcast to .*\(2, 3, 3\)"):
+            fn(q, k, v, np.ones((4, 2, 3, 3), bool))
+        with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 4\) does not broadcast"):
+            fn(q, k, v, np.ones((3, 4), bool))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -174,6 +174,8 @@ def mha_setup(draw):
         attn_mask = F.causal_mask(s, t) if attn_mask.ndim == 2 else np.broadcast_to(F.causal_mask(s, t), attn_mask.shape)
     extras = draw(st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
                   label="add_bias_kv, add_zero_attn")
+    if any(extras) and is_causal:                    # appended keys refuse the hint: the causal mask itself
+        attn_mask, is_causal = (F.causal_mask(s, t) if attn_mask is None else attn_mask), False
     return b, s, t, h, d, kdim, vdim, separate, bias, attn_mask, kpm, is_causal, extras
 
 

@@ -236,6 +236,10 @@ def test_save_refuses_unwritable_paths_and_non_models(tmp_path, capsys):
         save_checkpoint(tmp_path / "nowhere" / "m.npz", model)
     with pytest.raises(IsADirectoryError, match=r"is a directory; give a file name"):
         save_checkpoint(tmp_path, model)
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NotADirectoryError, match=r"afile is a file, not a directory"):
+        save_checkpoint(tmp_path / "afile" / "m.npz", model)
+    (tmp_path / "afile").unlink()
     with pytest.raises(TypeError, match=r"save_checkpoint needs a TransformerModel .* got Linear"):
         save_checkpoint(tmp_path / "l.npz", nt.Linear(2, 2))
     with pytest.raises(TypeError, match=r"plain arrays .*extra/obj"):

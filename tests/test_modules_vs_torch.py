@@ -165,6 +165,32 @@ def test_is_causal_hint_against_torch(kind):
         run_o(**{mask_kw: wrong.numpy(), "is_causal": True})
 
 
+@pytest.mark.parametrize("extras", [(True, False), (False, True)])
+def test_is_causal_with_appended_keys_is_refused_where_torch_has_two_answers(extras):
+    """With add_bias_kv / add_zero_attn and the right causal hint, torch's need_weights=False path masks
+    the appended keys causally and its need_weights=True path does not: two answers for one call. We
+    refuse is_causal=True there (the object stays usable) and equal torch's mask path without the hint."""
+    rng = np.random.default_rng(1)
+    d, h, s = 8, 2, 4
+    x = rng.standard_normal((2, s, d))
+    xt = torch.from_numpy(x)
+    ours = nt.MultiheadAttention(d, h, add_bias_kv=extras[0], add_zero_attn=extras[1], dtype=np.float64, seed=3)
+    tm = table.torch_module(ours)
+    causal = np.triu(np.ones((s, s), dtype=bool), 1)
+    ct = torch.from_numpy(causal)
+    with torch.no_grad():
+        hint_fast = tm(xt, xt, xt, attn_mask=ct, is_causal=True, need_weights=False)[0]
+        hint_slow = tm(xt, xt, xt, attn_mask=ct, is_causal=True, need_weights=True)[0]
+        mask_only = tm(xt, xt, xt, attn_mask=ct, need_weights=False)[0]
+    assert not torch.allclose(hint_fast, hint_slow)          # torch disagrees with itself
+    with pytest.raises(ValueError, match="cannot be combined with add_bias_kv or add_zero_attn"):
+        ours(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)
+    with pytest.raises(ValueError, match="cannot be combined with add_bias_kv or add_zero_attn"):
+        ours(x, x, x, is_causal=True)
+    assert_close({"mask path": (ours(x, x, x, attn_mask=causal, need_weights=False)[0], mask_only),
+                  "torch's need_weights path": (ours(x, x, x, attn_mask=causal)[0], hint_slow)})
+
+
 # ------------------------------------------------------------------------------------------------
 # against the twins, dropout active
 # ------------------------------------------------------------------------------------------------

@@ -42,6 +42,25 @@ def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, r
                          "(a bool keep-mask) to draw the attention dropout from")
 
 
+def _check_sdpa_mask(attn_mask, query, key, name):
+    """``attn_mask`` bool or float (torch refuses an integer mask: 0/1 added to the scores is a trap) and
+    broadcastable to the scores' shape (..., S, T) without enlarging it."""
+    if attn_mask is None:
+        return
+    mask = np.asarray(attn_mask)
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
+        raise TypeError(f"{name}: attn_mask must be bool (True = takes part in attention) or float (added to "
+                        f"the scores), got dtype {mask.dtype}; for a 0/1 mask pass mask.astype(bool)")
+    scores = np.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (query.shape[-2], key.shape[-2])
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores) == scores
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name}: attn_mask of shape {mask.shape} does not broadcast to the scores' shape "
+                         f"{scores} (..., S, T)")
+
+
 def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                          scale=None, enable_gqa=False, *, training=True, rng=None,
                                          dropout_mask=None, out=None):
@@ -87,6 +106,7 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     """
     _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
                         "scaled_dot_product_attention_forward")
+    _check_sdpa_mask(attn_mask, query, key, "scaled_dot_product_attention_forward")
     q, k, v = query, key, value
     s, t = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

@@ -10,9 +10,14 @@ import numpy as np
 from ._dtypes import _scalar
 from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from .linear import LinearCache, linear_backward, linear_forward
-from .masks import causal_mask, check_causal_hint, merge_masks
+from .masks import merge_masks
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
+
+EXTRA_KEYS_CAUSAL = ("is_causal=True cannot be combined with add_bias_kv or add_zero_attn: torch's two code paths "
+                     "disagree on whether causality masks the appended keys (its need_weights=False path masks "
+                     "them, its attn_mask path does not); pass the causal mask itself as attn_mask, with "
+                     "is_causal=False")
 
 class MultiHeadAttentionCache(NamedTuple):
     in_lin: tuple                 # LinearCache of the fused (B, S, 3D) projection, or (q, k, v) LinearCaches
@@ -104,7 +109,9 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         ``add_bias_kv``: one more key and value (after the T projected ones) that every query may attend;
         the masks get one more column that masks nothing, as torch pads them.
     add_zero_attn : bool
-        One more key and value of zeros after those (masks padded likewise).
+        One more key and value of zeros after those (masks padded likewise). Neither goes with
+        ``is_causal=True`` (refused: torch's code paths disagree on whether causality masks the
+        appended keys); pass the causal mask itself as ``attn_mask``.
 
     Returns
     -------
@@ -113,6 +120,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         The attention weights after dropout (what torch returns as ``attn_output_weights``).
     cache : MultiHeadAttentionCache
     """
+    if is_causal and (bias_k is not None or add_zero_attn):
+        raise ValueError(EXTRA_KEYS_CAUSAL)
     b, s, d = query.shape
     t = key.shape[1]
     dh = d // num_heads
@@ -140,10 +149,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     if extra:                                             # the appended keys, and masks padded for them
         heads = (heads[0], _append_keys(heads[1], bias_k, add_zero_attn, num_heads),
                  _append_keys(heads[2], bias_v, add_zero_attn, num_heads))          # (B, H, T+e, Dh)
-        check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
-        if attn_mask is None and is_causal:
-            attn_mask = causal_mask(s, t)
-        attn_mask, key_padding_mask, is_causal = _pad_keys(attn_mask, extra), _pad_keys(key_padding_mask, extra), False
+        attn_mask, key_padding_mask = _pad_keys(attn_mask, extra), _pad_keys(key_padding_mask, extra)
     ctx = np.empty((b, s, num_heads, dh), dtype=query.dtype)                     # (B, S, H, Dh)
     ctx_heads = ctx.transpose(0, 2, 1, 3)                                        # (B, H, S, Dh) view
     if attention == "tiled":

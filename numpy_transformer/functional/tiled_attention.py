@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ._dtypes import _scalar
-from .attention import _check_sdpa_options
+from .attention import _check_sdpa_mask, _check_sdpa_options
 from .masks import _additive
 
 
@@ -103,6 +103,7 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
         raise ValueError(f"block_q and block_k must be positive, got {block_q} and {block_k}")
     _check_sdpa_options(None, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
                         "flash_attention_forward")
+    _check_sdpa_mask(attn_mask, query, key, "flash_attention_forward")
     q, k, v = query, key, value
     s_len, t_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

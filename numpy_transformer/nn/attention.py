@@ -128,9 +128,9 @@ class MultiheadAttention(Module):
             not the causal mask) raises ValueError (torch would use the hint in some code paths and the
             mask in others). **Difference from torch:** ``is_causal=True`` with no ``attn_mask`` applies
             the causal mask (torch raises "Need attn_mask if specifying the is_causal hint"). With
-            ``add_bias_kv``/``add_zero_attn`` the appended keys are never masked by causality (torch's
-            mask path; its hint path, used without ``need_weights`` and ``key_padding_mask``, would mask
-            them).
+            ``add_bias_kv``/``add_zero_attn`` it is refused (ValueError): torch's hint path (no
+            ``need_weights``, no ``key_padding_mask``) masks the appended keys causally, its mask path
+            does not, so torch has two answers; pass the causal mask as ``attn_mask`` instead.
 
         Returns
         -------
@@ -174,6 +174,8 @@ class MultiheadAttention(Module):
         if not unbatched:
             key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
             attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
+        if is_causal and (self.bias_k is not None or self.add_zero_attn):
+            raise ValueError(F.multi_head_attention.EXTRA_KEYS_CAUSAL)
         F.check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
         out, probs, cache = F.multi_head_attention_forward(
             query, key, value, self.num_heads,

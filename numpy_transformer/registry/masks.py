@@ -89,3 +89,11 @@ def sdpa_mask(kind, lead, s, t, dtype, rng):
     elif kind != "none":
         raise ValueError(f"unknown mask kind {kind!r}")
     return mask, is_causal
+
+
+def without_causal_hint(attn_mask, is_causal, s, t):
+    """``(attn_mask, False)``: the causal hint replaced by the causal mask itself (modules' convention),
+    for attention with appended keys (``add_bias_kv``/``add_zero_attn``), which refuses ``is_causal``."""
+    if is_causal and attn_mask is None:
+        attn_mask = F.causal_mask(s, t)
+    return attn_mask, False

@@ -17,7 +17,7 @@ import numpy as np
 from .. import nn
 from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
                        make_decoder_inputs)
-from .masks import CROSS_MASKS, SELF_MASKS, make_masks
+from .masks import CROSS_MASKS, SELF_MASKS, make_masks, without_causal_hint
 
 __all__ = ["ModuleCase", "MODULES", "KINDS", "TWIN_KINDS", "MIN_LAYER_NORM_D", "FLOAT32_SIZES", "draw_config",
            "build", "make_inputs", "call", "call_args", "input_grads"]
@@ -264,6 +264,8 @@ def make_inputs(cfg, rng):
         return make_decoder_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
+    if cfg.get("add_bias_kv") or cfg.get("add_zero_attn"):        # appended keys refuse the hint
+        am, causal = without_causal_hint(am, causal, s, t)
     if cfg.get("unbatched") and kpm is not None:
         kpm = kpm[0]                                                 # (T,); a per-head mask is (H, S, T)
     other = {"attn_mask": am, "key_padding_mask": kpm, "is_causal": causal}

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from .. import functional as F
-from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, make_masks, sdpa_mask
+from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, make_masks, sdpa_mask, without_causal_hint
 
 __all__ = ["Draw", "OpCase", "OPS", "TOL"]
 
@@ -279,6 +279,8 @@ def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=No
     static = {"num_heads": h, "attn_mask": am, "key_padding_mask": kpm, "is_causal": is_causal,
               "need_weights": c.boolean(), "average_attn_weights": c.boolean(),
               "add_zero_attn": c.boolean() if zero_attn is None else zero_attn}
+    if "bias_k" in inputs or static["add_zero_attn"]:    # appended keys refuse the hint: the mask itself
+        static["attn_mask"], static["is_causal"] = without_causal_hint(am, is_causal, s, t)
     return Draw(inputs, static)
 
 
