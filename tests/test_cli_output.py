@@ -112,3 +112,11 @@ def test_a_reader_that_closes_early_ends_the_command_quietly(argv):
     proc.stdout.close()                                                 # the reader is gone
     err = proc.stderr.read().decode()
     assert (proc.wait(timeout=120), err) == (141, "")
+
+
+def test_drill_list_fits_100_columns(capsys):
+    from numpy_transformer.cli import main
+    assert main(["drill", "list"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, out
+    assert "multi_head_attention" in out

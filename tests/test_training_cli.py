@@ -119,6 +119,8 @@ def test_train_command_with_check_torch(tmp_path, capsys):
                "--save", str(path)])
     out = capsys.readouterr().out
     assert rc == 0, out
+    assert max(map(len, out.splitlines())) <= 100, out
+    out = re.sub(r"\n +", " ", out)                           # lines wrapped at 100 columns, joined
     assert "held-out" in out and "token acc" in out and re.search(r"step +12/24", out)
     m = re.search(r"largest loss difference ([0-9.e+-]+) \(relative\); final weights max abs diff [0-9.e+-]+, "
                   r"max relative ([0-9.e+-]+)", out)
@@ -132,12 +134,15 @@ def test_train_command_with_check_torch(tmp_path, capsys):
     assert main(["train", "--resume", str(path), "--steps", "30", "--quiet"]) == 0
     assert "at step 30" in capsys.readouterr().out
     assert main(["evaluate", str(path)]) == 0
-    assert re.search(r"task reverse, step 30, val split: loss [0-9.]+ +token acc", capsys.readouterr().out)
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, out
+    assert re.search(r"task reverse, step 30, val split: loss [0-9.]+ +token acc", re.sub(r"\n +", " ", out))
     assert main(["predict", str(path), "--tokens", "2 3 4 5 6 7", "--random", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("source") == 1 and "predicted" in out
     assert main(["predict", str(path), "--random", "3"]) == 0
-    assert capsys.readouterr().out.count("source") == 3
+    out = capsys.readouterr().out
+    assert out.count("source") == 3 and max(map(len, out.splitlines())) <= 100, out
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -249,9 +254,11 @@ def test_predict_output_explains_itself(tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", str(path), "--tokens", "2 3 4 5 6 7"]) == 0
     out = capsys.readouterr().out
-    lines = out.splitlines()
-    assert lines[0] == ("task shift, 6 tokens per sequence; ids: 0 = PAD, 1 = EOS (end of sequence), 2..9 content; "
-                        "shift's last target is EOS (nothing follows the last token)")
+    assert max(map(len, out.splitlines())) <= 100, out
+    head, body = out.split("\n\n", 1)                    # the legend (wrapped at 100 columns), then examples
+    assert " ".join(head.split()) == ("task shift, 6 tokens per sequence; ids: 0 = PAD, 1 = EOS (end of sequence), "
+                                      "2..9 content; shift's last target is EOS (nothing follows the last token)")
+    lines = ["", ""] + body.splitlines()                   # the indices below as with a one-line legend
     assert lines[2].startswith("example 1: ")
     assert lines[3] == "  source      2 3 4 5 6 7"
     predicted = [int(t) for t in lines[4].split()[1:]]

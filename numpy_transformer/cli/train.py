@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from .. import oracle
-from .._text import WIDTH
+from .._text import WIDTH, fit
 from ..checkpoint import check_save_path, load_checkpoint
 from ..data import EOS, FIRST_TOKEN, PAD, TASKS
 from . import parse_tokens
@@ -173,17 +173,17 @@ def run_train(args):
             log.write("start", 0, time=log.now(), config=c.to_dict(), log_every=args.log_every)
     out = (lambda *a, **k: None) if args.quiet else print
     n_par = trainer.model.num_parameters()
-    out(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} held-out "
-        f"sequences")
-    out(f"model: d_model {c.d_model}, {c.nhead} heads, {c.num_layers} layers, ff {c.dim_feedforward}, dropout "
+    out(fit(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} "
+            f"held-out sequences"))
+    out(fit(f"model: d_model {c.d_model}, {c.nhead} heads, {c.num_layers} layers, ff {c.dim_feedforward}, dropout "
         f"{c.dropout}, {c.activation}, {'pre' if c.norm_first else 'post'}-LN, {c.pos_encoding} positions, "
-        f"{c.dtype}; {n_par:,} parameters")
-    out(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
-        + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch {c.batch_size}, "
-        f"{c.steps} steps" + (f" (resuming at step {trainer.step})" if args.resume else ""))
+        f"{c.dtype}; {n_par:,} parameters"))
+    out(fit(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
+            + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch "
+            f"{c.batch_size}, {c.steps} steps" + (f" (resuming at step {trainer.step})" if args.resume else "")))
     if args.check_torch:
-        out("check-torch: a PyTorch twin trains in lockstep (same weights, batches and dropout masks)"
-            + ("" if c.dtype == "float64" else "; float32 rounding makes the runs drift apart: use --dtype float64"))
+        out(fit("check-torch: a PyTorch twin trains in lockstep (same weights, batches and dropout masks)"
+                + ("" if c.dtype == "float64" else "; float32 rounding makes the runs drift apart: use --dtype float64")))
 
     bar = _progress(c.steps, trainer.step, args.quiet)
     write = (bar.write if bar is not None and not bar.disable else print)
@@ -227,13 +227,14 @@ def run_train(args):
         ev = trainer.evaluate()
         last_eval = ev
         log_eval(step, ev)
-        line = f"step {step:>6}/{c.steps}  train loss {smooth_loss:.4f} acc {100 * smooth_acc:.2f}%  | held-out {ev}"
+        line = (f"step {step:>6}/{c.steps}  train loss {smooth_loss:.4f} acc {100 * smooth_acc:.2f}%  "
+                f"| held-out {ev.brief()}")
         if lockstep is not None:
             _, rel = lockstep.check_weights()
             s = lockstep.stats
             line += f"  | torch: max loss diff {s.max_loss_rel:.1e} rel, weights {rel:.1e} rel"
         if not args.quiet:
-            write(line)
+            write(fit(line))
         if save:
             trainer.save(save)
 
@@ -292,8 +293,8 @@ def run_train(args):
     if lockstep is not None:
         abs_err, rel = lockstep.check_weights()
         s = lockstep.stats
-        print(f"  torch twin: {s.steps} lockstep steps; largest loss difference {s.max_loss_rel:.2e} (relative); "
-              f"final weights max abs diff {abs_err:.2e}, max relative {rel:.2e}")
+        print(fit(f"  torch twin: {s.steps} lockstep steps; largest loss difference {s.max_loss_rel:.2e} "
+                  f"(relative); final weights max abs diff {abs_err:.2e}, max relative {rel:.2e}"))
     if save:
         trainer.save(save)
         print(f"  checkpoint: {save}")
@@ -326,9 +327,9 @@ def run_predict(args):
     model.eval()
     pred = model(src).argmax(-1)
     tgt = make_targets(c.task, src)
-    print(f"task {c.task}, {c.seq_len} tokens per sequence; ids: {PAD} = PAD, {EOS} = EOS (end of sequence), "
-          f"{FIRST_TOKEN}..{c.vocab_size - 1} content"
-          + ("; shift's last target is EOS (nothing follows the last token)" if c.task == "shift" else ""))
+    print(fit(f"task {c.task}, {c.seq_len} tokens per sequence; ids: {PAD} = PAD, {EOS} = EOS (end of sequence), "
+              f"{FIRST_TOKEN}..{c.vocab_size - 1} content"
+              + ("; shift's last target is EOS (nothing follows the last token)" if c.task == "shift" else "")))
     width = 1 + len(str(c.vocab_size - 1))
     per_line = max(1, (WIDTH - 13) // width)                  # long sequences: blocks of positions, 100 columns
     fmt = lambda ids: "".join(f"{int(i):>{width}}" for i in ids)          # noqa: E731
@@ -361,5 +362,5 @@ def run_evaluate(args):
         return _error(str(exc))
     step = ckpt.extra_json.get("step", "?")
     ev = evaluate(model, *data.split(args.split), max_examples=args.num)
-    print(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}")
+    print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}"))
     return 0

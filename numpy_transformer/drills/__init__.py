@@ -16,10 +16,12 @@ the grading subprocess.
 from __future__ import annotations
 
 import inspect
+import textwrap
 import os
 import time
 from datetime import datetime, timezone
 
+from .._text import WIDTH, fit
 from .exercises import EXERCISES, Exercise, Mistake, get
 from .grader import check_file, format_duration
 
@@ -103,10 +105,12 @@ def list_text():
              ""]
     w = max(len(n) for n in EXERCISES)
     lines.append(f"  {'NAME':<{w}}  {'LEVEL':<6}  {'TARGET':>6}  COVERS")
+    hang = " " * (2 + w + 2 + 6 + 2 + 7 + 2)         # continuation lines start under COVERS
     for ex in EXERCISES.values():
-        lines.append(f"  {ex.name:<{w}}  {ex.difficulty:<6}  {ex.minutes:>3} min  {ex.covers}")
+        lines.append(textwrap.fill(f"  {ex.name:<{w}}  {ex.difficulty:<6}  {ex.minutes:>3} min  {ex.covers}",
+                                   WIDTH, subsequent_indent=hang, break_on_hyphens=False))
     lines += ["",
               "  start:    python -m numpy_transformer drill start NAME [--dir DIR]",
               "  check:    python -m numpy_transformer drill check FILE",
               "  solution: python -m numpy_transformer drill solution NAME   (spoiler)"]
-    return "\n".join(lines)
+    return fit("\n".join(lines))
