@@ -79,8 +79,9 @@ def _token_list(value, name, vocab_size):
         return None
     values = [value] if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else list(value)
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or (vocab_size and not 0 <= v < vocab_size):
-            raise ValueError(f"{name} must be a token id (or a list of ids) in [0, {vocab_size}), got {value!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or (vocab_size and v >= vocab_size):
+            where = f"in [0, {vocab_size})" if vocab_size else ">= 0"
+            raise ValueError(f"{name} must be a token id (or a list of ids) {where}, got {value!r}")
     return [int(v) for v in values]
 
 

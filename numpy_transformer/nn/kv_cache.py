@@ -138,8 +138,8 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be an nt.KVCache, got {type(cache).__name__}")
     query = check_float_input(query, "query", attn.dtype, ndim=3, last_dim=attn.embed_dim, shape_doc="(B, S, D)")
-    b, s, d = query.shape
-    h, dh = attn.num_heads, attn.head_dim
+    b, s, _ = query.shape
+    h = attn.num_heads
     if s == 0 or b == 0:
         raise ValueError(f"query must hold at least one new position, got shape {query.shape}")
     if cache.batch_size is not None and cache.batch_size != b:
