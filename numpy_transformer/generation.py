@@ -103,7 +103,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         False: greedy (``num_beams=1``) or beam search. True: sample from the filtered distribution.
     temperature, top_k, top_p : sampling only
         Applied in Hugging Face's order: logits / temperature, then top-k (the k largest, ties with the
-        k-th kept), then top-p (the smallest set of most likely tokens whose probability exceeds
+        k-th kept), then top-p (the smallest set of most likely tokens whose probability reaches
         ``top_p``). ``top_k=None`` and ``top_p=None`` (or 1.0) filter nothing (Hugging Face's
         ``GenerationConfig`` defaults ``top_k`` to 50). Setting them without ``do_sample`` raises.
     num_beams : int
