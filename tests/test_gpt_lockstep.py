@@ -56,7 +56,8 @@ def test_gpt_and_torch_twin_train_in_lockstep(name):
     twin = RG.to_torch(model)
     opt_name, kw = cfg["opt"]
     ours = nt.optim.make_optimizer(opt_name, model.parameters(), **kw)
-    ref = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[opt_name](twin.parameters(), **kw)
+    ref = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[opt_name](twin.parameters(),
+                                                                                                **kw)
     assert len(ours.params()) == len(list(twin.parameters()))           # the tied weight once on both sides
     crit = nt.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
     clip = 0.5
