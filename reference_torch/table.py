@@ -24,6 +24,7 @@ import torch.nn.functional as TF
 from torch import nn
 
 from . import decoder as RD
+from . import gpt as RG
 from . import modules as R
 from .convert import to_torch, torch_dtype
 
@@ -181,6 +182,8 @@ MODULES = {
     # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
+    # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
+    "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
 }
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
 MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))

@@ -515,6 +515,34 @@ def _check_decoder(ns):
     close("the module's dmemory", dM=(dm, dec.backward(dy)[1]))
 
 
+@check("tied_embedding")
+def _check_tied_embedding(ns):
+    """One Parameter as an Embedding's table and a Linear head's weight, a LayerNorm between them (nt.GPT
+    itself: tests/test_gpt.py, tied grad = untied embedding grad + untied head grad)."""
+    rng = np.random.default_rng(17)
+    v, d, n = 7, 5, 9
+    ids = rng.integers(0, v, size=n)
+    ids[-1] = ids[0]
+    emb = nn.Embedding(v, d, dtype=np.float64, seed=0)
+    head = nn.Linear(d, v, bias=False, dtype=np.float64, seed=1)
+    head.weight = emb.weight
+    ln = nn.LayerNorm(d, dtype=np.float64)
+    h = ln(emb(ids))
+    dlogits = rng.standard_normal(head(h).shape)
+    de = ln.backward(head.backward(dlogits))
+    emb.backward(de)
+    close("Embedding + tied Linear", dW=(ns["tied_grad"](ids, h, dlogits, de, v), emb.weight.grad))
+
+
+@check("kv_cache")
+def _check_kv_cache(ns):
+    rng = np.random.default_rng(18)
+    for s, dh in [(1, 3), (6, 4)]:
+        q, k, v = (rng.standard_normal((s, dh)) for _ in range(3))
+        full, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
+        close(f"S={s}: cached steps vs the causal full forward", out=(ns["decode_with_cache"](q, k, v), full))
+
+
 # --------------------------------------------------------------------------------------------------
 # tests
 # --------------------------------------------------------------------------------------------------

@@ -209,6 +209,8 @@ def test_vs_twin_with_dropout(kind, dtype, data, p):
     if kind == "Transformer":
         expected = ({f"encoder.layers.{i}.{n}" for i in range(cfg["num_encoder_layers"]) for n in enc}
                     | {f"decoder.layers.{i}.{n}" for i in range(cfg["num_decoder_layers"]) for n in dec})
+    elif kind == "GPT":
+        expected = {"drop"} | {f"h.{i}.{n}" for i in range(cfg["n_layer"]) for n in enc}
     elif expected is None:
         expected = {f"layers.{i}.{n}" for i in range(cfg["num_layers"])
                     for n in (dec if kind == "TransformerDecoder" else enc)}

@@ -24,6 +24,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
+* ``kv_cache.py`` — :class:`KVCache`, :func:`cached_attention` (incremental decoding, inference only).
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
 * ``seq2seq.py`` — :class:`Transformer` (the encoder-decoder).
@@ -32,6 +33,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 from .activations import GELU, ReLU, activation_module
 from .attention import MultiheadAttention
 from .decoder import TransformerDecoder, TransformerDecoderLayer
+from .kv_cache import KVCache, cached_attention
 from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
@@ -41,6 +43,6 @@ from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_ma
 __all__ = [
     "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "GELU",
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TokenEmbedding",
-    "PositionalEncoding", "dropout_masks", "IncompatibleKeys",
+    "PositionalEncoding", "dropout_masks", "IncompatibleKeys", "KVCache", "cached_attention",
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -135,6 +135,24 @@ def _draw_positional(c, cfg, min_width, min_len):
     cfg.update(B=c.integers(1, 3), S=c.integers(1, 6), D=c.integers(1, 6), max_len=c.integers(6, 12))
 
 
+def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, activation=None):
+    h = c.integers(1, 3)
+    b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6)
+    cfg.update(V=c.integers(2, 9), H=h, D=h * c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4),
+               F=c.integers(min_width, 8), n_layer=c.integers(1, 2), ids_shape=(b, s), block_size=s + c.integers(0, 2),
+               bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2), activation=_pick(c, ("gelu", "relu"), activation),
+               positions=_pick(c, ("learned", "sinusoidal"), positions),
+               tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
+
+
+def _build_gpt(cfg):
+    from ..gpt import GPT, GPTConfig
+    return GPT(GPTConfig(cfg["V"], block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["H"],
+                         n_embd=cfg["D"], n_inner=cfg["F"], dropout=cfg["dropout"], bias=cfg["bias"],
+                         activation=cfg["activation"], layer_norm_eps=cfg["eps"], positions=cfg["positions"],
+                         tie_word_embeddings=cfg["tie_word_embeddings"], dtype=cfg["dtype"]), seed=cfg["seed"])
+
+
 def _dt(cfg):
     return np.dtype(cfg["dtype"])
 
@@ -217,6 +235,11 @@ MODULES = {case.name: case for case in [
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
                lambda cfg: nn.PositionalEncoding(cfg["D"], max_len=cfg["max_len"], dtype=_dt(cfg))),
+    # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
+    ModuleCase("GPT", _draw_gpt, _build_gpt,
+               examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
+                         ("sinusoidal, untied, relu", {"positions": "sinusoidal", "tie_word_embeddings": False,
+                                                       "activation": "relu"})), twin=True),
 ]}
 
 KINDS = tuple(MODULES)
@@ -251,7 +274,7 @@ def make_inputs(cfg, rng):
     k = cfg["kind"]
     if k == "Linear":
         return {"input": rng.standard_normal(cfg["lead"] + (cfg["in_features"],)).astype(dt)}, {}
-    if k in ("Embedding", "TokenEmbedding"):
+    if k in ("Embedding", "TokenEmbedding", "GPT"):
         ids = rng.integers(0, cfg["V"], size=cfg["ids_shape"])
         ids.flat[-1] = ids.flat[0]                                   # at least one repeated id
         return {}, {"ids": ids}
@@ -292,7 +315,7 @@ def call_args(cfg, x, other):
     k = cfg["kind"]
     if k in ("Linear", "LayerNorm", "RMSNorm"):
         return [x["input"]], {}
-    if k in ("Embedding", "TokenEmbedding"):
+    if k in ("Embedding", "TokenEmbedding", "GPT"):
         return [other["ids"]], {}
     if k == "PositionalEncoding":
         return [x["x"]], {}
@@ -321,7 +344,7 @@ def call(module, cfg, x, other):
 def input_grads(module, cfg, dout, x):
     """Our backward; returns ``{input name: gradient}`` (parameters' gradients land in ``p.grad``)."""
     g = module.backward(dout)
-    if cfg["kind"] in ("Embedding", "TokenEmbedding"):
+    if cfg["kind"] in ("Embedding", "TokenEmbedding", "GPT"):
         return {}
     if cfg["kind"] in DECODER_KINDS:
         return decoder_input_grads(g, x)

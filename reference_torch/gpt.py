@@ -1,0 +1,129 @@
+"""PyTorch twin of :class:`numpy_transformer.GPT`, with dropout-mask replay and a KV cache of its own.
+
+``GPT(config, twin=True)`` is built from torch parts with the NumPy model's ``state_dict`` keys
+(``wte``, ``wpe``, ``h.{i}.*``, ``ln_f``, ``lm_head``; tied weights tied the torch way,
+``lm_head.weight = wte.weight``), so weights move both ways unchanged (:func:`to_torch`,
+:func:`from_torch`). Its blocks are
+
+* ``twin=True``: the hand-written :class:`reference_torch.modules.TransformerEncoderLayer` twins, whose
+  dropouts replay the NumPy masks (``set_dropout_masks(nt.dropout_masks(model))``): the lockstep
+  training test and the registry's twin comparison;
+* ``twin=False``: ``torch.nn.TransformerEncoderLayer(norm_first=True)`` itself (dropout 0): the
+  registry's ``torch.nn`` comparison.
+
+``forward(ids, past_key_values=None, use_cache=False)``: the full forward (causal mask), or, with
+``use_cache``, the incremental one written with torch ops (``past_key_values`` a list of per-layer
+``(keys, values)`` (B, H, T, Dh), Hugging Face's legacy format), used by the generation benchmark and
+checked against the full forward in the tests. :func:`greedy` is the benchmark's decoding loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import numpy_transformer as nt
+
+from .convert import torch_dtype
+from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer
+
+__all__ = ["GPT", "to_torch", "from_torch", "greedy"]
+
+
+class GPT(ReferenceModule):
+    """ids (B, S) -> logits (B, S, V), the same maths and keys as ``nt.GPT`` (``config``: an
+    ``nt.GPTConfig`` or its dict)."""
+
+    def __init__(self, config, twin=True):
+        super().__init__()
+        c = nt.GPTConfig(**config) if isinstance(config, dict) else config
+        self.config = c
+        kw = dict(dtype=torch_dtype(c.dtype))
+        d = c.n_embd
+        self.wte = nn.Embedding(c.vocab_size, d, **kw)
+        if c.positions == "learned":
+            self.wpe = nn.Embedding(c.block_size, d, **kw)
+        else:
+            self.pos_encoding = PositionalEncoding(d, max_len=c.block_size)
+        self.drop = Dropout(c.dropout)
+        layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
+        self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=c.activation,
+                                     layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
+                                     bias=c.bias, **kw) for _ in range(c.n_layer))
+        self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)
+        self.lm_head = nn.Linear(d, c.vocab_size, bias=False, **kw)
+        if c.tie_word_embeddings:
+            self.lm_head.weight = self.wte.weight
+
+    def _embed(self, ids, past):
+        s = ids.shape[1]
+        x = self.wte(ids)                                                            # (B, S, D)
+        if self.config.positions == "learned":
+            return x + self.wpe(torch.arange(past, past + s))
+        return x + self.pos_encoding.pe[past:past + s].to(x.dtype)
+
+    def forward(self, ids, past_key_values=None, use_cache=False):
+        ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
+        if use_cache:
+            return self._cached_forward(ids, past_key_values)
+        x = self.drop(self._embed(ids, 0))
+        s = ids.shape[1]
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend
+        for block in self.h:
+            x = block(x, src_mask=causal, is_causal=True)
+        return self.lm_head(self.ln_f(x))                                            # (B, S, V)
+
+    @torch.no_grad()
+    def _cached_forward(self, ids, past):
+        """The new positions ``ids`` after the cached ones; returns ``(logits, past_key_values)``."""
+        past = [] if past is None else past
+        p = 0 if not past else past[0][0].shape[-2]
+        x = self._embed(ids, p)
+        b, s, d = x.shape
+        new_past = []
+        for i, block in enumerate(self.h):
+            attn = block.self_attn
+            h, dh = attn.num_heads, d // attn.num_heads
+            q, k, v = F.linear(block.norm1(x), attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
+            q, k, v = (t.reshape(b, s, h, dh).transpose(1, 2) for t in (q, k, v))    # (B, H, S, Dh)
+            if past:
+                k, v = torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
+            new_past.append((k, v))
+            allowed = ~torch.ones(s, p + s, dtype=torch.bool).triu(p + 1)            # True = takes part
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)       # (B, H, S, Dh)
+            x = x + attn.out_proj(ctx.transpose(1, 2).reshape(b, s, d))
+            x = x + block._ff_block(block.norm2(x))
+        return self.lm_head(self.ln_f(x)), new_past
+
+
+def to_torch(model, twin=True):
+    """A torch ``GPT`` with ``model``'s configuration, weights and train/eval mode."""
+    ref = GPT(model.config, twin=twin)
+    ref.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in model.state_dict().items()})
+    return ref.train(model.training)
+
+
+def from_torch(module, seed=None):
+    """An ``nt.GPT`` with ``module``'s configuration, weights and train/eval mode."""
+    model = nt.GPT(module.config, seed=seed)
+    model.load_state_dict({k: v.detach().cpu().numpy() for k, v in module.state_dict().items()})
+    return model.train(module.training)
+
+
+@torch.no_grad()
+def greedy(module, ids, max_new_tokens, use_cache=True):
+    """Greedy decoding with the torch twin (the benchmark's torch side): (B, S) -> (B, S + max_new_tokens)."""
+    module.eval()
+    seq = torch.as_tensor(np.asarray(ids, dtype=np.int64))
+    new, past = seq, None
+    for _ in range(max_new_tokens):
+        if use_cache:
+            logits, past = module(new, past_key_values=past, use_cache=True)
+        else:
+            logits = module(seq)
+        new = logits[:, -1].argmax(dim=-1, keepdim=True)
+        seq = torch.cat([seq, new], dim=1)
+    return seq.numpy()
+
