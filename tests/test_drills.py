@@ -815,3 +815,21 @@ def test_docs_name_every_exercise_and_mistake():
             assert fn in doc, fn
         for m in ex.mistakes:
             assert f"`{m.id}`" in doc, m.id
+
+
+def test_solutions_and_skeletons_fit_100_columns():
+    """`drill solution` prints the solutions and `drill start` copies the skeletons: keep them
+    within 100 columns."""
+    import pathlib
+
+    import numpy_transformer
+
+    package = pathlib.Path(numpy_transformer.__file__).parent
+    files = sorted((package / "drills" / "solutions").glob("*.py"))
+    files += sorted((package / "drills" / "skeletons").glob("*.py"))
+    assert len(files) > 2
+    long = [f"{path.relative_to(package)}:{n}: {len(line)} characters"
+            for path in files
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > 100]
+    assert not long, "\n".join(long)

@@ -9,7 +9,8 @@ these rows with logits.reshape(-1, V) and targets.reshape(-1).
 
 Conventions (the grader checks them):
 * forward returns (loss, cache) with loss a scalar (a float or a 0-d array);
-* backward takes dloss, the upstream gradient dL/dloss (a scalar, not always 1), and returns dlogits;
+* backward takes dloss, the upstream gradient dL/dloss (a scalar, not always 1), and returns
+  dlogits;
 * some cases have huge logits (around +-1000): nothing may overflow to inf or become NaN, and the
   loss must stay finite;
 * float64 throughout; do not modify the inputs in place.

@@ -4,7 +4,8 @@ Shape letters: B batch, S sequence length, V vocabulary size, D embedding width.
 
 Conventions (the grader checks them):
 * forward returns (out, cache); backward returns dW only (ids are integers: no gradient).
-* ids repeat (the same token twice in a sentence); float64 throughout; do not modify inputs in place.
+* ids repeat (the same token twice in a sentence); float64 throughout; do not modify inputs in
+  place.
 
 Hints:
 * The forward is one line of fancy indexing.

@@ -4,7 +4,8 @@ Shape letters: B batch, S sequence length, D model width, H heads, Dh = D / H, F
 
     SA(z) = multi-head self-attention of z (no biases, scale 1/sqrt(Dh), mask as below)
     FF(z) = relu(z W1^T + b1) W2^T + b2
-    LN1, LN2 = LayerNorm over D (biased variance, eps = 1e-5 inside the sqrt) with gamma1/beta1, gamma2/beta2
+    LN1, LN2 = LayerNorm over D (biased variance, eps = 1e-5 inside the sqrt)
+               with gamma1/beta1, gamma2/beta2
 
     norm_first=False (post-LN, torch's default):   h = LN1(x + SA(x));    y = LN2(h + FF(h))
     norm_first=True  (pre-LN):                     h = x + SA(LN1(x));    y = h + FF(LN2(h))

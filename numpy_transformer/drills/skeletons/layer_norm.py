@@ -8,7 +8,8 @@ Conventions (the grader checks them):
 * the variance is the *biased* one (divide by D, as torch), and eps sits *inside* the square root;
 * forward returns (y, cache); backward returns (dx, dgamma, dbeta), each with the shape of what it
   is the gradient of;
-* float64 throughout; do not modify the inputs in place. Some cases have a tiny variance (eps matters).
+* float64 throughout; do not modify the inputs in place. Some cases have a tiny variance (eps
+  matters).
 
 Hints:
 * Name the intermediates: mu, xc = x - mu, var, rstd = 1/sqrt(var + eps), xhat = xc * rstd.

@@ -4,8 +4,10 @@ Shape letters: N... any leading dimensions (e.g. B, S), Din input features, Dout
 
 Conventions (the grader checks them):
 * W has torch's layout (Dout, Din): row o holds the weights of output o.
-* forward returns (y, cache); backward returns (dx, dW, db), each shaped like what it is the gradient of.
-* x may have one or several leading dimensions; float64 throughout; do not modify the inputs in place.
+* forward returns (y, cache); backward returns (dx, dW, db), each shaped like what it is the
+  gradient of.
+* x may have one or several leading dimensions; float64 throughout; do not modify the inputs in
+  place.
 
 Hints:
 * Write y[n, o] = sum_i x[n, i] W[o, i] + b[o] and differentiate one index at a time.

@@ -13,8 +13,8 @@ Conventions (the grader checks them):
 * the scale uses the head width Dh, not D.
 * mask: bool (S, S), True = may NOT attend, or None; causal=True blocks keys j > i (combine both).
   A row with every key masked outputs zeros.
-* forward returns (out, cache); backward returns (dx, dWq, dWk, dWv, dWo). Float64; do not modify the
-  inputs in place.
+* forward returns (out, cache); backward returns (dx, dWq, dWk, dWv, dWo). Float64; do not modify
+  the inputs in place.
 
 Hints:
 * Head h is the slice [h*Dh:(h+1)*Dh] of the features of every position. Which reshape/transpose

@@ -5,8 +5,8 @@ Shape letters: N... any leading dimensions (e.g. B, S), D the normalised feature
     y = gamma * x / sqrt(mean(x**2) + eps)      (the mean over the last axis only)
 
 Conventions (the grader checks them):
-* no mean is subtracted (that is LayerNorm): the statistic is the mean of the *squares*, and eps sits
-  *inside* the square root; there is no beta;
+* no mean is subtracted (that is LayerNorm): the statistic is the mean of the *squares*, and eps
+  sits *inside* the square root; there is no beta;
 * forward returns (y, cache); backward returns (dx, dgamma), each with the shape of what it is the
   gradient of;
 * float64 throughout; do not modify the inputs in place. Some cases have D = 1 or tiny values (eps

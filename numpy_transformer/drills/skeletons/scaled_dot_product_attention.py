@@ -1,4 +1,5 @@
-"""Drill: scaled dot-product attention with a boolean mask and a causal option, forward and backward.
+"""Drill: scaled dot-product attention with a boolean mask and a causal option, forward and
+backward.
 
 Shape letters: B batch, H heads, S query length, T key length, Dh query/key width, Dv value width.
 
@@ -17,10 +18,11 @@ Conventions (the grader checks them):
   modify the inputs in place.
 
 Hints:
-* k^T on a 4-D array means swapping the last two axes: np.swapaxes(k, -1, -2) (k.T reverses them all).
+* k^T on a 4-D array means swapping the last two axes: np.swapaxes(k, -1, -2) (k.T reverses them
+  all).
 * np.triu(np.ones((S, T), dtype=bool), k=1) is True strictly above the diagonal.
-* Backward, in reverse order: out = P v (a matmul), P = softmax(A + M) (the softmax backward, row-sum
-  term included), A = scale * q k^T (a matmul again). Check every gradient's shape.
+* Backward, in reverse order: out = P v (a matmul), P = softmax(A + M) (the softmax backward,
+  row-sum term included), A = scale * q k^T (a matmul again). Check every gradient's shape.
 """
 
 import numpy as np

@@ -3,8 +3,8 @@
 Shape letters: N... any leading dimensions, V the axis being normalised (e.g. the vocabulary).
 
 Conventions (the grader checks them):
-* forward returns (y, cache); backward takes (dy, cache) and returns dx. Put in the cache whatever your
-  backward needs.
+* forward returns (y, cache); backward takes (dy, cache) and returns dx. Put in the cache whatever
+  your backward needs.
 * everything is float64; do not modify the input arrays in place.
 * the grader uses huge logits (around +-1000) on some cases: exp must not overflow.
 

@@ -1,1 +1,2 @@
-"""Reference solutions of the drills (printed by `drill solution NAME`; each one passes `drill check`)."""
+"""Reference solutions of the drills (printed by `drill solution NAME`; each one passes
+`drill check`)."""

@@ -25,5 +25,5 @@ def cross_entropy_backward(dloss, cache):
     p, targets = cache
     N = p.shape[0]
     d = p.copy()                                                # (N, V)
-    d[np.arange(N), targets] -= 1                               # one element per row (not p[:, targets])
+    d[np.arange(N), targets] -= 1                               # one per row, not p[:, targets]
     return d * (dloss / N)

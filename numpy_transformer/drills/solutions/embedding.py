@@ -11,9 +11,9 @@ def embedding_forward(ids, W):
 def embedding_backward(dout, cache):
     """dout (B, S, D) -> dW (V, D).
 
-    Row v of W was copied to every position where ids == v, so its gradient is the *sum* of dout over
-    those positions: a scatter-add. np.add.at accumulates repeated ids; dW[ids] += dout would not
-    (NumPy's buffered fancy-index assignment writes each repeated index once).
+    Row v of W was copied to every position where ids == v, so its gradient is the *sum* of dout
+    over those positions: a scatter-add. np.add.at accumulates repeated ids; dW[ids] += dout would
+    not (NumPy's buffered fancy-index assignment writes each repeated index once).
     """
     ids, (V, D) = cache
     dW = np.zeros((V, D), dtype=dout.dtype)

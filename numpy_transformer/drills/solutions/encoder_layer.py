@@ -1,11 +1,12 @@
-"""A Transformer encoder layer (self-attention + ReLU feed-forward, residuals, LayerNorm), forward and backward."""
+"""A Transformer encoder layer (self-attention + ReLU feed-forward, residuals, LayerNorm), forward
+and backward."""
 
 import numpy as np
 
 EPS = 1e-5
 
 
-# ---- building blocks: each forward returns (out, cache), each backward consumes its cache -----------
+# ---- building blocks: each forward returns (out, cache), each backward consumes its cache --------
 
 def _ln_forward(x, gamma, beta):
     mu = x.mean(axis=-1, keepdims=True)
@@ -19,7 +20,8 @@ def _ln_backward(dy, cache):
     xhat, rstd, gamma = cache
     lead = tuple(range(dy.ndim - 1))
     dxhat = dy * gamma
-    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * np.mean(dxhat * xhat, -1, keepdims=True))
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True)
+                 - xhat * np.mean(dxhat * xhat, -1, keepdims=True))
     return dx, np.sum(dy * xhat, axis=lead), np.sum(dy, axis=lead)
 
 
@@ -76,14 +78,15 @@ def _ffn_backward(dy, cache, p, g):
     return dx
 
 
-# ---- the layer ------------------------------------------------------------------------------------
+# ---- the layer -----------------------------------------------------------------------------------
 
 def encoder_layer_forward(x, params, num_heads, mask=None, norm_first=False):
     """x (B, S, D) -> (out (B, S, D), cache).
 
     post-LN (norm_first=False, torch's default):  h = LN1(x + SA(x));   y = LN2(h + FF(h))
     pre-LN  (norm_first=True):                     h = x + SA(LN1(x));   y = h + FF(LN2(h))
-    SA: multi-head self-attention without biases (scale 1/sqrt(Dh)); FF(z) = relu(z W1^T + b1) W2^T + b2.
+    SA: multi-head self-attention without biases (scale 1/sqrt(Dh));
+    FF(z) = relu(z W1^T + b1) W2^T + b2.
     """
     p = params
     if norm_first:
@@ -115,8 +118,10 @@ def encoder_layer_backward(dout, cache):
         dn1, g["gamma1"], g["beta1"] = _ln_backward(_attn_backward(dh, c_a, p, g), c_n1)
         dx = dh + dn1                                                     # h = x + SA(LN1(x))
     else:
-        dz2, g["gamma2"], g["beta2"] = _ln_backward(dout, c_n2)          # y = LN2(z2), z2 = h + FF(h)
+        # y = LN2(z2), z2 = h + FF(h)
+        dz2, g["gamma2"], g["beta2"] = _ln_backward(dout, c_n2)
         dh = dz2 + _ffn_backward(dz2, c_f, p, g)
-        dz1, g["gamma1"], g["beta1"] = _ln_backward(dh, c_n1)            # h = LN1(z1), z1 = x + SA(x)
+        # h = LN1(z1), z1 = x + SA(x)
+        dz1, g["gamma1"], g["beta1"] = _ln_backward(dh, c_n1)
         dx = dz1 + _attn_backward(dz1, c_a, p, g)
     return dx, g

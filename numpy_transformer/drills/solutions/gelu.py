@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-_erf = np.vectorize(math.erf, otypes=[float])   # NumPy has no erf; math.erf elementwise is fine here
+_erf = np.vectorize(math.erf, otypes=[float])  # NumPy has no erf; math.erf elementwise is fine here
 
 
 def gelu_forward(x, approximate="none"):

@@ -18,10 +18,10 @@ def _merge_heads(x):
 def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
     """x (B, S, D), W* (D, D) in torch's layout (y = x @ W.T) -> (out (B, S, D), cache).
 
-    q, k, v = x Wq^T, x Wk^T, x Wv^T; each is split into H heads of width Dh = D / H; every head attends
-    with scale 1/sqrt(Dh) (the head width, not D); the heads are merged back and projected by Wo.
-    mask (S, S) bool, True = may not attend; causal blocks keys j > i. Rows with every key masked
-    output zeros.
+    q, k, v = x Wq^T, x Wk^T, x Wv^T; each is split into H heads of width Dh = D / H; every head
+    attends with scale 1/sqrt(Dh) (the head width, not D); the heads are merged back and projected
+    by Wo. mask (S, S) bool, True = may not attend; causal blocks keys j > i. Rows with every key
+    masked output zeros.
     """
     B, S, D = x.shape
     H = num_heads

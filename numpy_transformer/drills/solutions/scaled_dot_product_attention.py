@@ -6,8 +6,9 @@ import numpy as np
 def attention_forward(q, k, v, mask=None, causal=False):
     """q (B, H, S, Dh), k (B, H, T, Dh), v (B, H, T, Dv) -> (out (B, H, S, Dv), cache).
 
-    out = softmax(q k^T / sqrt(Dh) + M) v, where M is -inf where the query may NOT attend (mask True,
-    or key j > query i when causal) and 0 elsewhere. A row with every key masked outputs zeros.
+    out = softmax(q k^T / sqrt(Dh) + M) v, where M is -inf where the query may NOT attend (mask
+    True, or key j > query i when causal) and 0 elsewhere. A row with every key masked outputs
+    zeros.
     """
     S, T, Dh = q.shape[-2], k.shape[-2], q.shape[-1]
     scale = 1.0 / np.sqrt(Dh)
@@ -19,10 +20,12 @@ def attention_forward(q, k, v, mask=None, causal=False):
         blocked = blocked | np.triu(np.ones((S, T), dtype=bool), k=1)     # j > i is the future
     scores = np.where(blocked, -np.inf, scores)
     m = scores.max(axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), 0.0, m)                                  # all-masked row: no -inf - -inf
+    # an all-masked row has m = -inf: use 0, so that scores - m is never -inf - -inf (NaN)
+    m = np.where(np.isneginf(m), 0.0, m)
     e = np.exp(scores - m)
     s = e.sum(axis=-1, keepdims=True)
-    P = e / np.where(s == 0, 1.0, s)                                      # (B, H, S, T); all-masked rows 0
+    # an all-masked row has s = 0: divide by 1 instead, so that its P is all 0
+    P = e / np.where(s == 0, 1.0, s)                                      # (B, H, S, T)
     out = P @ v                                                           # (B, H, S, Dv)
     return out, (q, k, v, P, scale)
 
@@ -32,7 +35,7 @@ def attention_backward(dout, cache):
 
     Forward: A = c q k^T (c the scale), P = softmax(A + M), out = P v.
       out = P v          ->  dP = dout v^T,  dv = P^T dout
-      P = softmax(A + M) ->  dA = P * (dP - rowsum(dP * P))   (masked entries have P = 0: no gradient)
+      P = softmax(A + M) ->  dA = P * (dP - rowsum(dP * P))   (masked entries: P = 0, no gradient)
       A = c q k^T        ->  dq = c dA k,    dk = c dA^T q
     """
     q, k, v, P, scale = cache
