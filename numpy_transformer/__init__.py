@@ -9,6 +9,7 @@ from ._trace import trace
 from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, MultiheadAttention,
                  Parameter, PositionalEncoding, ReLU, RMSNorm, TokenEmbedding, TransformerEncoder,
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
+from .nn import Transformer, TransformerDecoder, TransformerDecoderLayer
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
 from . import data, optim
@@ -25,3 +26,4 @@ __all__ = [
 ]
 __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
+__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]

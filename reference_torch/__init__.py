@@ -19,6 +19,7 @@ except ImportError as _exc:
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
                       to_torch, twin)
+from .decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 from .modules import (Dropout, FeedForward, MultiheadAttention, PositionalEncoding, ReferenceModule, TokenEmbedding,
                       TransformerEncoder, TransformerEncoderLayer, activation, attention, clear_dropout_masks,
                       merge_masks, set_dropout_masks)
@@ -30,3 +31,4 @@ __all__ = [
     "from_torch", "grads_to_numpy", "masks_to_torch", "state_dict_to_numpy", "state_dict_to_torch", "to_torch",
     "twin",
 ]
+__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]

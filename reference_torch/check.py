@@ -5,7 +5,8 @@ Usage::
     python -m reference_torch.check [--trials N] [--seed S] [--dtype float64|float32] [--tol T] [--twins]
 
 For each module of the registry (``numpy_transformer.registry.MODULES``: ``Linear``, ``Embedding``,
-``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``, ...) and
+``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``,
+``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``, ...) and
 each trial it draws a random configuration (shapes, heads, activation, pre/post-LN, batch_first,
 unbatched inputs, bias, eps, kdim/vdim, add_bias_kv/add_zero_attn, masks), builds torch's module with the torch table
 (``reference_torch.table.torch_module``; dropout 0, random weights and biases), copies its weights
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
+SCALE_FLOOR = 1e-4        # float32 verdicts: relative to the largest exact tensor (as tests/_compare.py)
 
 
 @dataclass
@@ -204,16 +206,25 @@ def float32_verdicts(pairs, exact, tol=1e-4, slack=10.0):
     for ill-conditioned entries (a gradient that is a near-total cancellation), where two correct
     float32 computations can differ by more than ``tol``; a bug is off by far more than 10x torch's
     rounding error.
+
+    The errors against the exact answer divide by a scale with a floor, as ``tests/_compare.py``'s
+    float64 comparisons do: ``SCALE_FLOOR`` (1e-4) times the largest exact tensor of the comparison.
+    A tensor whose exact value is a cancellation far below its siblings' (a saturated softmax row, the
+    only path to a parameter, gives a 1e-12 gradient among O(1) ones) is then judged against their
+    magnitude, not against its own rounding noise.
     """
     direct = _errors(pairs)
+    scales = [float(np.abs(np.nan_to_num(convert.to_numpy(t).astype(np.float64))).max())
+              for t in exact.values() if t is not None and t.numel()]
+    floor = SCALE_FLOOR * max(scales + [0.0])
     verdicts = OrderedDict()
     for name, (ae, re) in direct.items():
         if re <= tol:
             verdicts[name] = (True, re, math.nan, math.nan)
             continue
         ours, ref32 = pairs[name]
-        e_ours = _errors({name: (ours, exact[name])})[name][1]
-        e_ref = _errors({name: (ref32, exact[name])})[name][1]
+        e_ours = _errors({name: (ours, exact[name])}, floor)[name][1]
+        e_ref = _errors({name: (ref32, exact[name])}, floor)[name][1]
         verdicts[name] = (bool(e_ours <= tol or e_ours <= slack * e_ref), re, e_ours, e_ref)
     return verdicts
 
@@ -237,8 +248,9 @@ def verify_float32(res, tol=1e-4, slack=10.0):
     assert_float32_close(res.pairs, reference_in_float64(res), tol, slack, context=f"{res.cfg}\n")
 
 
-def _errors(pairs):
-    """``{name: (max abs, normwise rel)}`` (NaN where one side is missing or NaN positions differ)."""
+def _errors(pairs, floor=0.0):
+    """``{name: (max abs, normwise rel)}`` (NaN where one side is missing or NaN positions differ); the
+    relative error divides by ``max(max|reference|, floor)``."""
     out = OrderedDict()
     for name, (a, b) in pairs.items():
         if a is None and b is None:
@@ -256,7 +268,7 @@ def _errors(pairs):
             continue
         diff = np.abs(np.nan_to_num(a.astype(np.float64)) - np.nan_to_num(b.astype(np.float64)))
         ae = float(diff.max())
-        scale = float(np.abs(np.nan_to_num(b.astype(np.float64))).max())
+        scale = max(float(np.abs(np.nan_to_num(b.astype(np.float64))).max()), floor)
         out[name] = (ae, ae / scale if scale > 0 else ae)
     return out
 

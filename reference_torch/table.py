@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as TF
 from torch import nn
 
+from . import decoder as RD
 from . import modules as R
 from .convert import to_torch, torch_dtype
 
@@ -183,6 +184,8 @@ MODULES = {
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
 }
+# TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
+MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))
 
 
 def torch_module(np_module, oracle="torch.nn", dtype=None):
@@ -215,6 +218,10 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
     from numpy_transformer.registry.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
+    if cfg["kind"] in RD.DECODER_KINDS:
+        if oracle == "torch.nn":
+            RD.fill_causal_masks(cfg["kind"], list(x.values()), other, cfg["batch_first"])
+        return call(module, cfg, x, other)
     if oracle == "torch.nn" and other.get("is_causal") and other.get("attn_mask") is None:
         s, t = cfg["S"], cfg["T"]
         other["attn_mask"] = _causal_bool(s, t)
@@ -236,6 +243,7 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
     targs = [to_tensor(a, dt, requires_grad=np.asarray(a).dtype.kind == "f") for a in args]
     tkw = {k: (to_tensor(v, dt) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     name = type(np_module).__name__
+    RD.fill_causal_masks(name, targs, tkw, getattr(np_module, "batch_first", True))
     mask_kw = _MASK_KWARG.get(name)
     if mask_kw and tkw.get("is_causal") and tkw.get(mask_kw) is None:
         q = targs[0]

@@ -69,6 +69,14 @@ def _layer():
     return nt.TransformerEncoderLayer(D, H, FF, dropout=0.3, dtype=DT, seed=5)
 
 
+def _dec_layer():
+    return nt.TransformerDecoderLayer(D, H, FF, dropout=0.3, dtype=DT, seed=5)
+
+
+_DEC_MASKS = {"tgt_mask": [(S, S), (B * H, S, S)], "memory_mask": [(S, T), (B * H, S, T)],
+              "tgt_key_padding_mask": [(B, S)], "memory_key_padding_mask": [(B, T)]}
+
+
 ENTRIES = [
     Entry("Linear", lambda: nt.Linear(D, 5, dtype=DT, seed=1), lambda r: {"x": _randn(r, B, S, D)},
           {"x": (None, D)}, {}),
@@ -88,6 +96,15 @@ ENTRIES = [
     Entry("TransformerEncoder", lambda: nt.TransformerEncoder(_layer(), 2, norm=nt.LayerNorm(D, dtype=DT), seed=6),
           lambda r: {"src": _randn(r, B, S, D)}, {"src": ((2, 3), D)},
           {"mask": [(S, S), (B * H, S, S)], "src_key_padding_mask": [(B, S)]}),
+    # the decoder: tgt (B, S, D), memory (B, T, D); Transformer: src (B, T, D), tgt (B, S, D)
+    Entry("TransformerDecoderLayer", lambda: _dec_layer(), lambda r: {"tgt": _randn(r, B, S, D), "memory": _randn(r, B, T, D)},
+          {"tgt": ((2, 3), D), "memory": (3, D)}, _DEC_MASKS),
+    Entry("TransformerDecoder", lambda: nt.TransformerDecoder(_dec_layer(), 2, norm=nt.LayerNorm(D, dtype=DT), seed=7),
+          lambda r: {"tgt": _randn(r, B, S, D), "memory": _randn(r, B, T, D)}, {"tgt": ((2, 3), D), "memory": (3, D)},
+          _DEC_MASKS),
+    Entry("Transformer", lambda: nt.Transformer(D, H, 1, 2, FF, dropout=0.3, dtype=DT, seed=8),
+          lambda r: {"src": _randn(r, B, T, D), "tgt": _randn(r, B, S, D)}, {"src": ((2, 3), D), "tgt": (3, D)},
+          dict(_DEC_MASKS, src_mask=[(T, T), (B * H, T, T)], src_key_padding_mask=[(B, T)])),
 ]
 # the argument names as the modules' messages spell them
 SPELLED = {("Linear", "x"): "input", ("LayerNorm", "x"): "input", ("RMSNorm", "x"): "input", ("ReLU", "x"): "input", ("GELU", "x"): "input",
@@ -263,7 +280,8 @@ def test_zero_size_batches_and_sequences_work_or_are_refused_clearly(entry, batc
     module = entry.build()
     kwargs = {k: np.zeros((batch, seq if k == "query" or k not in ("key", "value") else 1) + x.shape[2:])
               for k, x in entry.good(np.random.default_rng(seed)).items()}
-    if entry.name in ("MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"):
+    if entry.name in ("MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+                      "TransformerDecoder", "Transformer"):
         expect(ValueError, _call(entry, module, kwargs), "non-empty batch and sequence")
     else:                                                        # elementwise / row-wise: empty in, empty out
         out = entry.run(module, kwargs)
@@ -727,3 +745,43 @@ def test_unbatched_masks_have_torchs_unbatched_shapes():
     expect(ValueError, lambda: m(q, _randn(rng, B, T, KD), v), "key must have 2 dimensions")
     out, w = m(q, k, v, key_padding_mask=np.zeros(T, bool), attn_mask=np.zeros((H, S, T), bool))
     assert out.shape == (S, D) and w.shape == (S, T)
+
+
+def test_decoder_refusals_name_the_argument_and_what_was_expected():
+    """Memory of the wrong width, batch or rank; masks for the wrong length; wrong hints; Transformer's
+    src/tgt mismatches. Each module stays usable (a fresh module's answer for the next correct call)."""
+    rng = np.random.default_rng(2)
+    tgt, mem = _randn(rng, B, S, D), _randn(rng, B, T, D)
+    for entry in [e for e in ENTRIES if e.name in ("TransformerDecoderLayer", "TransformerDecoder")]:
+        m = entry.build()
+        run = lambda **kw: m(**{"tgt": tgt, "memory": mem, **kw})
+        expect(ValueError, lambda: run(memory=_randn(rng, B, T, D + 1)), "memory must have last dimension 6",
+               f"(D = d_model = {D})", f"got shape {(B, T, D + 1)}")
+        expect(ValueError, lambda: run(memory=_randn(rng, B + 1, T, D)), f"memory must have tgt's batch size {B}")
+        expect(ValueError, lambda: run(memory=_randn(rng, T, D)), "memory must have 3 dimensions")
+        expect(ValueError, lambda: run(tgt=_randn(rng, S, D)), "memory must have 2 dimensions", "like the unbatched tgt")
+        expect(ValueError, lambda: run(memory_mask=np.zeros((S, S), bool)), "memory_mask",
+               f"{(S, T)} or {(B * H, S, T)}", f"got {(S, S)}")
+        expect(ValueError, lambda: run(tgt_mask=np.zeros((T, T), bool)), "tgt_mask", f"{(S, S)}")
+        expect(ValueError, lambda: run(memory_key_padding_mask=np.zeros((B, S), bool)), "memory_key_padding_mask",
+               f"{(B, T)}", f"got {(B, S)}")
+        wrong = np.zeros((S, S), bool)
+        wrong[:, 1] = True
+        expect(ValueError, lambda: run(tgt_mask=wrong, tgt_is_causal=True), "hint that tgt_mask is the causal mask")
+        expect(ValueError, lambda: run(memory_mask=np.ones((S, T), bool) & ~np.eye(S, T, dtype=bool),
+                                       memory_is_causal=True), "hint that memory_mask is the causal mask")
+        _assert_usable(entry, m, 3)
+    entry = next(e for e in ENTRIES if e.name == "Transformer")
+    m = entry.build()
+    src = _randn(rng, B, T, D)
+    expect(ValueError, lambda: m(src, _randn(rng, B + 1, S, D)), "src and tgt must have the same batch size")
+    expect(ValueError, lambda: m(src, _randn(rng, B, S, D + 2)), "tgt must have last dimension 6")
+    expect(ValueError, lambda: m(_randn(rng, B, T, D - 1), tgt), "src must have last dimension 6")
+    expect(ValueError, lambda: m(src, tgt, src_mask=np.zeros((S, S), bool)), "src_mask", f"{(T, T)}")
+    expect(ValueError, lambda: m(src, tgt, memory_mask=np.zeros((S, S), bool)), "memory_mask", f"{(S, T)}")
+    expect(ValueError, lambda: m(src, tgt, src_key_padding_mask=np.zeros((B, S), bool)), "src_key_padding_mask",
+           f"{(B, T)}")
+    _assert_usable(entry, m, 4)
+    expect(TypeError, lambda: nt.Transformer(D, H, custom_encoder=lambda x: x), "custom_encoder must be an nt.Module")
+    expect(TypeError, lambda: nt.TransformerDecoder(_layer(), 2), "decoder_layer must be an nt.TransformerDecoderLayer")
+    expect(ValueError, lambda: nt.Transformer.generate_square_subsequent_mask(-1), "sz must be a non-negative int")

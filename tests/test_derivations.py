@@ -442,6 +442,79 @@ def _check_encoder_layer(ns):
         assert_close(pairs, tol=TOL, context=f"norm_first={norm_first} {activation}: ")
 
 
+def _directional(loss, x, u, step=1e-3):
+    """Richardson-extrapolated central difference of ``loss`` at ``x`` along ``u`` (error O(step^4))."""
+    central = [(loss(x + e * u) - loss(x - e * u)) / (2 * e) for e in (step, step / 2)]
+    return (4 * central[1] - central[0]) / 3
+
+
+@check("decoder")
+def _check_decoder(ns):
+    rng = np.random.default_rng(17)
+    # the causal mask's backward: ours, and exact zeros above the diagonal
+    b, h, s, dh = 2, 2, 5, 3
+    q, k, v, do = (rng.standard_normal((b, h, s, dh)) for _ in range(4))
+    _, cache = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
+    dq, dk, dv = F.scaled_dot_product_attention_backward(do, cache)
+    ddq, ddk, ddv, da = ns["causal_attention_grads"](do, q, k, v)
+    close("causal", dq=(ddq, dq), dk=(ddk, dk), dv=(ddv, dv))
+    assert np.all(da[..., F.causal_mask(s)] == 0), "masked scores must get exactly zero gradient"
+    one = np.zeros_like(do)
+    one[..., 2, :] = do[..., 2, :]                                         # a loss on query 2 alone
+    _, dk2, dv2, _ = ns["causal_attention_grads"](one, q, k, v)
+    assert np.all(dk2[..., 3:, :] == 0) and np.all(dv2[..., 3:, :] == 0), "keys after 2 get nothing"
+    layer = nn.TransformerDecoderLayer(6, 2, 8, dropout=0.0, dtype=np.float64, seed=3)
+    tgt, mem = rng.standard_normal((2, s, 6)), rng.standard_normal((2, 4, 6))
+    dy = np.zeros((2, s, 6))
+    dy[:, 2] = rng.standard_normal((2, 6))
+    layer(tgt, mem, tgt_is_causal=True)
+    dtgt, _ = layer.backward(dy)
+    assert np.all(dtgt[:, 3:] == 0) and np.all(np.abs(dtgt[:, :3]).max(axis=-1) > 0), "causal in the layer"
+
+    # cross-attention's two paths, against finite differences
+    bt, s2, t2, d, heads = 2, 3, 4, 6, 2
+    w_in, b_in, w_o, b_o = _mha_params(rng, d)
+    x, m = rng.standard_normal((bt, s2, d)), rng.standard_normal((bt, t2, d))
+    dy = rng.standard_normal((bt, s2, d))
+    mask = rng.random((s2, t2)) < 0.3
+    mask[:, 0] = False
+
+    def loss(x_, m_):
+        out, _, _ = F.multi_head_attention_forward(x_, m_, m_, heads, w_in, b_in, w_o, b_o, attn_mask=mask)
+        return float(np.sum(dy * out))
+    dx, dm = ns["cross_attention_grads"](dy, x, m, heads, w_in, b_in, w_o, b_o, mask)
+    dirs_x = [rng.standard_normal(x.shape) for _ in range(3)]
+    dirs_m = [rng.standard_normal(m.shape) for _ in range(3)]
+    fd_x = np.array([_directional(lambda x_: loss(x_, m), x, u) for u in dirs_x])
+    fd_m = np.array([_directional(lambda m_: loss(x, m_), m, u) for u in dirs_m])
+    close("finite differences", tol=FD_TOL, dX=(np.array([np.sum(dx * u) for u in dirs_x]), fd_x),
+          dM=(np.array([np.sum(dm * u) for u in dirs_m]), fd_m))
+    _, _, cache = F.multi_head_attention_forward(x, m, m, heads, w_in, b_in, w_o, b_o, attn_mask=mask)
+    dk_only = F.multi_head_attention_backward(dy, cache)[1]
+    assert rel_err([np.sum(dk_only * u) for u in dirs_m], fd_m) > 1e-3, "the key path alone must not pass"
+
+    # the memory gradient: a sum over the layers, against finite differences of a 3-layer decoder
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(d, heads, 8, dropout=0.0, dtype=np.float64, seed=4), 3,
+                                norm=nn.LayerNorm(d, dtype=np.float64), seed=5)
+    for p in dec.parameters():
+        p.data += 0.3 * rng.standard_normal(p.shape)                       # layers differ from the template
+    tgt, dy = rng.standard_normal((bt, s2, d)), rng.standard_normal((bt, s2, d))
+    dec(tgt, m, tgt_is_causal=True)
+    g = dec.norm.backward(dy)
+    per_layer = []
+    for lay in reversed(list(dec.layers)):                                 # each layer's own share
+        g, dm_l = lay.backward(g)
+        per_layer.append(dm_l)
+    dm = ns["memory_grad"](per_layer)
+    loss_m = lambda m_: float(np.sum(dy * dec(tgt, m_, tgt_is_causal=True)))
+    fd = np.array([_directional(loss_m, m, u) for u in dirs_m])
+    close("memory, finite differences", tol=FD_TOL, dM=(np.array([np.sum(dm * u) for u in dirs_m]), fd))
+    for i, share in enumerate(per_layer):
+        assert rel_err([np.sum(share * u) for u in dirs_m], fd) > 1e-3, f"layer {i}'s share alone must not pass"
+    dec(tgt, m, tgt_is_causal=True)
+    close("the module's dmemory", dM=(dm, dec.backward(dy)[1]))
+
+
 # --------------------------------------------------------------------------------------------------
 # tests
 # --------------------------------------------------------------------------------------------------

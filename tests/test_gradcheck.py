@@ -545,10 +545,12 @@ def test_cli_gradcheck_passes_every_op_and_module(gradcheck_cli, capsys):
                  "sdpa (causal)", "flash_attention", "multi_head_attention (", "Linear ", "Embedding ",
                  "LayerNorm ", "MultiheadAttention (kdim=3, vdim=5)", "TransformerEncoderLayer (relu, post-LN)",
                  "TransformerEncoderLayer (gelu, pre-LN)", "TransformerEncoder (2 layers, final norm",
-                 "TokenEmbedding ", "PositionalEncoding "]:
+                 "TokenEmbedding ", "PositionalEncoding ", "TransformerDecoderLayer (pre-LN, gelu",
+                 "TransformerDecoder (2 layers, final norm", "Transformer (1+1 layers"]:
         rows = [row for name, group in _rows_by_case(out).items() if (name + " ").startswith(case) for row in group]
         assert rows and all(line.rstrip().endswith("PASS   PASS") for line in rows), case
     assert "layers.1.norm2.weight" in out and "out_proj.weight" in out
+    assert "decoder.layers.0.multihead_attn.in_proj_weight" in out and "layers.1.norm3.weight" in out
     assert max(len(line) for line in out.splitlines()) <= 100, "the report is wider than 100 columns"
 
 

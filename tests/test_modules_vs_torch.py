@@ -176,11 +176,16 @@ def test_vs_twin_with_dropout(kind, dtype, data, p):
     cfg = check.draw_config(kind, HypothesisChooser(data), dtype=dtype, dropout=p,
                             **(check.FLOAT32_SIZES if dtype == "float32" else {}))
     res = check.compare(cfg, "twin")
-    expected = {"MultiheadAttention": {""},
-                "TransformerEncoderLayer": {"self_attn", "dropout", "dropout1", "dropout2"}}.get(kind)
-    if expected is None:
+    enc = ("self_attn", "dropout", "dropout1", "dropout2")
+    dec = ("self_attn", "multihead_attn", "dropout", "dropout1", "dropout2", "dropout3")
+    expected = {"MultiheadAttention": {""}, "TransformerEncoderLayer": set(enc),
+                "TransformerDecoderLayer": set(dec)}.get(kind)
+    if kind == "Transformer":
+        expected = ({f"encoder.layers.{i}.{n}" for i in range(cfg["num_encoder_layers"]) for n in enc}
+                    | {f"decoder.layers.{i}.{n}" for i in range(cfg["num_decoder_layers"]) for n in dec})
+    elif expected is None:
         expected = {f"layers.{i}.{n}" for i in range(cfg["num_layers"])
-                    for n in ("self_attn", "dropout", "dropout1", "dropout2")}
+                    for n in (dec if kind == "TransformerDecoder" else enc)}
     assert set(res.masks) == expected, f"dropout_masks names {sorted(res.masks)}"
     verify(res, np.dtype(dtype))
 

@@ -25,13 +25,17 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
+* ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
+* ``seq2seq.py`` — :class:`Transformer` (the encoder-decoder).
 """
 
 from .activations import GELU, ReLU, activation_module
 from .attention import MultiheadAttention
+from .decoder import TransformerDecoder, TransformerDecoderLayer
 from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
+from .seq2seq import Transformer
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
 __all__ = [
@@ -39,3 +43,4 @@ __all__ = [
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TokenEmbedding",
     "PositionalEncoding", "dropout_masks", "IncompatibleKeys",
 ]
+__all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

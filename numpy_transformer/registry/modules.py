@@ -15,6 +15,8 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from .. import nn
+from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
+                       make_decoder_inputs)
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks
 
 __all__ = ["ModuleCase", "MODULES", "KINDS", "TWIN_KINDS", "MIN_LAYER_NORM_D", "FLOAT32_SIZES", "draw_config",
@@ -150,6 +152,9 @@ def _build_encoder(cfg):
                                  seed=cfg["seed"] + 1)
 
 
+# the decoder kinds' gradcheck rows: small enough for quick finite differences, S != T, two heads
+_SMALL = dict(B=2, S=3, T=2, H=2, Dh=2, F=3)
+
 MODULES = {case.name: case for case in [
     ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
                                                             dtype=_dt(cfg), seed=cfg["seed"])),
@@ -192,6 +197,22 @@ MODULES = {case.name: case for case in [
                twin=True),
     ModuleCase("TransformerEncoder", _draw_encoder, _build_encoder,
                examples=(("2 layers, final norm, causal", {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
+    # the decoder kinds: registry/decoders.py
+    ModuleCase("TransformerDecoderLayer", draw_decoder, build_decoder,
+               examples=(("pre-LN, gelu, causal tgt, per-head memory mask",
+                          {"norm_first": True, "activation": "gelu", "tgt_mask": "causal_bool+padding",
+                           "memory_mask": "per_head+padding", "unbatched": False, "sizes": _SMALL}),),
+               twin=True),
+    ModuleCase("TransformerDecoder", draw_decoder, build_decoder,
+               examples=(("2 layers, final norm, causal", {"tgt_mask": "is_causal", "memory_mask": "float",
+                                                           "num_layers": 2, "final_norm": True,
+                                                           "unbatched": False, "sizes": _SMALL}),), twin=True),
+    ModuleCase("Transformer", draw_decoder, build_decoder,
+               examples=(("1+1 layers, causal tgt, padded src", {"src_mask": "padding", "tgt_mask": "causal_float",
+                                                                 "memory_mask": "padding", "num_layers": 1,
+                                                                 "num_encoder_layers": 1, "custom": None,
+                                                                 "unbatched": False, "sizes": _SMALL}),),
+               twin=True),
     ModuleCase("TokenEmbedding", _draw_token_embedding,
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
@@ -239,6 +260,8 @@ def make_inputs(cfg, rng):
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
     if k == "PositionalEncoding":
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
+    if k in DECODER_KINDS:
+        return make_decoder_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
     if cfg.get("unbatched") and kpm is not None:
@@ -271,6 +294,8 @@ def call_args(cfg, x, other):
         return [other["ids"]], {}
     if k == "PositionalEncoding":
         return [x["x"]], {}
+    if k in DECODER_KINDS:
+        return decoder_call_args(cfg, x, other)
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
     if k == "MultiheadAttention":
         return list(_qkv(x)), dict(key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
@@ -296,6 +321,8 @@ def input_grads(module, cfg, dout, x):
     g = module.backward(dout)
     if cfg["kind"] in ("Embedding", "TokenEmbedding"):
         return {}
+    if cfg["kind"] in DECODER_KINDS:
+        return decoder_input_grads(g, x)
     if cfg["kind"] != "MultiheadAttention":
         return {next(iter(x)): g}
     dq, dk, dv = g
