@@ -15,6 +15,9 @@ from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 from . import data, optim
 from .loss import CrossEntropyLoss
 from .model import TransformerModel
+from .seq2seq_model import Seq2SeqModel
+from . import tasks_seq2seq
+from .bleu import corpus_bleu
 from .optim import clip_grad_norm_
 
 __version__ = "0.1.0"
@@ -27,3 +30,4 @@ __all__ = [
 __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
+__all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
