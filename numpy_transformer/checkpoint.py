@@ -134,8 +134,8 @@ class Checkpoint:
     def check_model(self, model):
         """Raise CheckpointError unless ``model`` has this checkpoint's kind, configuration, keys, shapes, dtypes."""
         if _model_kind(model) != self.model_kind:
-            raise CheckpointError(f"{self.path} holds a {self.model_kind!r} model, not a {_model_kind(model)!r} "
-                                  f"one ({type(model).__name__})")
+            raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}, not "
+                                  f"{_model_kind(model)!r} ({type(model).__name__})")
         diffs = [f"{k}: checkpoint {self.model_config.get(k)!r}, model {model.config.get(k)!r}"
                  for k in sorted(set(self.model_config) | set(model.config))
                  if self.model_config.get(k) != model.config.get(k)]

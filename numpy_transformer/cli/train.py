@@ -28,7 +28,7 @@ from ..kinds import KINDS
 from . import parse_tokens
 from ..optim import OPTIMIZERS
 from ..runlog import RunLog, default_log_path
-from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
+from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config
 
 _D = TrainConfig()      # the defaults, for the help texts
 
