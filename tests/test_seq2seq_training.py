@@ -134,7 +134,7 @@ def test_cli_predict_bad_tokens(tmp_path, capsys):
 README_RUNS = {
     "reverse": dict(vocab_size=16, seq_len=8, steps=1500),
     "dedup_sort": dict(vocab_size=16, seq_len=8, steps=800),
-    "translate": dict(vocab_size=32, seq_len=6, steps=1500),
+    "translate": dict(vocab_size=32, seq_len=6, steps=1000),
 }
 COMMON = dict(model="seq2seq", num_train=20000, num_val=1000, d_model=64, nhead=4, num_layers=2,
               dim_feedforward=256, dropout=0.0, batch_size=64)
