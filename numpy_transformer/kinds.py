@@ -122,7 +122,7 @@ class Seq2SeqKind(ModelKind):
     def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
         """Teacher-forced loss and token accuracy; exact match and corpus BLEU of greedy generation."""
         from .training import EvalResult
-        criterion = criterion or self.criterion_default()
+        criterion = criterion or CrossEntropyLoss(ignore_index=s2s.PAD)
         crit = CrossEntropyLoss(ignore_index=criterion.ignore_index, reduction="sum",
                                 label_smoothing=criterion.label_smoothing)
         n = len(src) if max_examples is None else min(len(src), max_examples)
@@ -148,10 +148,6 @@ class Seq2SeqKind(ModelKind):
         bleu = corpus_bleu(hyps, [refs]).score if n else 0.0
         return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), exact / max(n, 1), n,
                           bleu=bleu)
-
-    @staticmethod
-    def criterion_default():
-        return CrossEntropyLoss(ignore_index=s2s.PAD)
 
 
 KINDS = {k.name: k for k in (EncoderKind(), Seq2SeqKind())}

@@ -219,7 +219,7 @@ class Trainer:
         self.scheduler = c.make_scheduler(self.optimizer)
         self.criterion = self.kind.criterion(c)
         self.batcher = Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
-                                        seed=np.random.default_rng(seeds[1]))
+                               seed=np.random.default_rng(seeds[1]))
         self.step = 0
         self.callbacks = []
 
