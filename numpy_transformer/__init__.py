@@ -18,6 +18,9 @@ from .model import TransformerModel
 from .gpt import GPT, GPTConfig
 from .nn import KVCache
 from . import generation
+from .seq2seq_model import Seq2SeqModel
+from . import tasks_seq2seq
+from .bleu import corpus_bleu
 from .optim import clip_grad_norm_
 
 __version__ = "0.1.0"
@@ -31,3 +34,4 @@ __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
+__all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]

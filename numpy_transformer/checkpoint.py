@@ -4,7 +4,8 @@ Layout (every entry a plain array; nothing pickled, loaded with ``allow_pickle=F
 
     __format__             "numpy-transformer-checkpoint"
     __version__            1
-    model_config           JSON of TransformerModel's constructor arguments
+    model_kind             "encoder" (TransformerModel) or "seq2seq" (Seq2SeqModel); absent = "encoder"
+    model_config           JSON of the model's constructor arguments
     config                 JSON of the whole run's configuration (task, optimizer, ...), may be "{}"
     model/<key>            one array per state_dict key
     optim/param_groups     JSON of the optimizer's param_groups (torch's layout, params as indices)
@@ -51,10 +52,12 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
     cannot be a file or whose directory cannot be written.
     """
     if not isinstance(getattr(model, "__dict__", {}).get("config"), dict):
-        raise TypeError(f"save_checkpoint needs a TransformerModel (it stores model.config to rebuild it), got "
+        raise TypeError(f"save_checkpoint needs a TransformerModel or Seq2SeqModel (it stores model.config to "
+                        f"rebuild it), got "
                         f"{type(model).__name__}; for any other module save module.state_dict() with np.savez")
     path = check_save_path(path)
     arrays = {"__format__": np.array(FORMAT), "__version__": np.array(VERSION),
+              "model_kind": np.array(_model_kind(model)),
               "model_config": _json_array(model.config), "config": _json_array(config or {}),
               "extra_json": _json_array(extra_json or {})}
     for k, v in model.state_dict().items():
@@ -85,6 +88,10 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
             os.unlink(tmp)
         raise
     return path
+
+
+def _model_kind(model):
+    return getattr(type(model), "model_kind", "encoder")
 
 
 def check_save_path(path):
@@ -123,10 +130,14 @@ class Checkpoint:
     optim_state: dict = None
     extra_arrays: dict = field(default_factory=dict)
     extra_json: dict = field(default_factory=dict)
+    model_kind: str = "encoder"
 
     # -- validation and application -------------------------------------------------------------
     def check_model(self, model):
-        """Raise CheckpointError unless ``model`` has this checkpoint's configuration, keys, shapes, dtypes."""
+        """Raise CheckpointError unless ``model`` has this checkpoint's kind, configuration, keys, shapes, dtypes."""
+        if _model_kind(model) != self.model_kind:
+            raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}, not "
+                                  f"{_model_kind(model)!r} ({type(model).__name__})")
         diffs = [f"{k}: checkpoint {self.model_config.get(k)!r}, model {model.config.get(k)!r}"
                  for k in sorted(set(self.model_config) | set(model.config))
                  if self.model_config.get(k) != model.config.get(k)]
@@ -150,13 +161,18 @@ class Checkpoint:
         return model
 
     def build_model(self, seed=None):
-        """A fresh ``TransformerModel`` with this checkpoint's configuration and weights."""
-        from .model import TransformerModel
+        """A fresh model of this checkpoint's kind (``TransformerModel`` or ``Seq2SeqModel``) with its
+        configuration and weights."""
+        from .kinds import MODEL_CLASSES
+        if self.model_kind not in MODEL_CLASSES:
+            raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}; this code builds "
+                                  f"{sorted(MODEL_CLASSES)}")
+        cls = MODEL_CLASSES[self.model_kind]
         cfg = dict(self.model_config)
         try:
-            model = TransformerModel(**cfg, seed=seed)
+            model = cls(**cfg, seed=seed)
         except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"{self.path}: model_config {cfg} does not fit TransformerModel: {exc}") from exc
+            raise CheckpointError(f"{self.path}: model_config {cfg} does not fit {cls.__name__}: {exc}") from exc
         return self.load_model(model)
 
     def load_optimizer(self, optimizer):
@@ -236,4 +252,6 @@ def _read(path, npz):
                 state.setdefault(int(i), {})[name] = npz[k]
         optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
     extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
-    return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json)
+    model_kind = str(npz["model_kind"]) if "model_kind" in files else "encoder"    # older files: the encoder
+    return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json,
+                      model_kind)

@@ -140,8 +140,9 @@ class Batcher:
                 raise ValueError(f"{name} must have shape (N, L), got shape {a.shape}")
             if a.dtype.kind not in "iu":
                 raise TypeError(f"{name} must be an integer array of token ids, got dtype {a.dtype}")
-        if self.src.shape != self.tgt.shape:
-            raise ValueError(f"src and tgt must have the same shape (N, L), got {self.src.shape} and {self.tgt.shape}")
+        if len(self.src) != len(self.tgt):       # the same N; the lengths may differ (seq2seq targets)
+            raise ValueError(f"src and tgt must have the same number of rows N, got shapes {self.src.shape} "
+                             f"and {self.tgt.shape}")
         self.batch_size = check_positive_int(batch_size, "batch_size")
         if self.batch_size > len(self.src):
             raise ValueError(f"batch_size {batch_size} exceeds the {len(self.src)} training examples")

@@ -61,6 +61,8 @@ class TransformerModel(Module):
         Initialisation and every dropout mask derive from it.
     """
 
+    model_kind = "encoder"          # what a checkpoint records (numpy_transformer.kinds)
+
     def __init__(self, vocab_size, d_model=512, nhead=8, num_layers=1, dim_feedforward=2048, dropout=0.1,
                  max_len=5000, activation="relu", norm_first=False, pos_encoding="sinusoidal",
                  dtype=np.float32, seed=None):

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import data as data_mod
 from ._checks import check_number, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .data import Batcher
+from .kinds import get_kind
 from .loss import CrossEntropyLoss
-from .model import ACTIVATIONS, POS_ENCODINGS, TransformerModel
+from .model import ACTIVATIONS, POS_ENCODINGS
 from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
 from .optim.lr_scheduler import LambdaLR
 
@@ -46,8 +47,8 @@ class TrainConfig:
     """Every setting of a run. The defaults reach >= 99% held-out token accuracy on ``shift`` and
     ``reverse`` at d_model 128 in a few minutes on a 2-core CPU (see docs/training.md)."""
 
-    # task
-    task: str = "shift"
+    # task (None: the model kind's default task, "shift" for the encoder, "reverse" for seq2seq)
+    task: str = None
     vocab_size: int = 32
     seq_len: int = 16
     num_train: int = 20000
@@ -76,6 +77,8 @@ class TrainConfig:
     batch_size: int = 32
     steps: int = 1000
     seed: int = 0
+    # which model: "encoder" (TransformerModel) or "seq2seq" (Seq2SeqModel); see numpy_transformer.kinds
+    model: str = "encoder"
 
     # what a resumed run must share with its checkpoint (everything but the step budget)
     RESUME_FREE = ("steps",)
@@ -84,7 +87,10 @@ class TrainConfig:
         if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         self.betas = tuple(check_number(b, f"betas[{i}]", 0, 1, high_open=True) for i, b in enumerate(self.betas))
-        data_mod.check_task(self.task)
+        kind = get_kind(self.model)
+        if self.task is None:
+            self.task = kind.default_task
+        kind.check_task(self.task)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.activation not in ACTIVATIONS:
@@ -125,6 +131,7 @@ class TrainConfig:
         return cls(**d)
 
     def model_kwargs(self):
+        """The encoder's ``TransformerModel`` arguments (the seq2seq model's: ``kinds.Seq2SeqKind``)."""
         return dict(vocab_size=self.vocab_size, d_model=self.d_model, nhead=self.nhead,
                     num_layers=self.num_layers, dim_feedforward=self.dim_feedforward, dropout=self.dropout,
                     max_len=self.seq_len, activation=self.activation, norm_first=self.norm_first,
@@ -166,19 +173,31 @@ class StepResult:
 
 @dataclass
 class EvalResult:
+    """``sequence_accuracy``: whole sequences right (seq2seq: greedy generation equal to the target,
+    EOS included, i.e. exact match); ``bleu``: corpus BLEU of the generated sequences (seq2seq only)."""
+
     loss: float
     token_accuracy: float
     sequence_accuracy: float
     examples: int
+    bleu: float = None
 
     def __str__(self):
-        return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}%  "
-                f"sequence acc {100 * self.sequence_accuracy:.2f}%  ({self.examples} examples)")
+        if self.bleu is None:
+            return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}%  "
+                    f"sequence acc {100 * self.sequence_accuracy:.2f}%  ({self.examples} examples)")
+        return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}% (teacher-forced)  "
+                f"exact match {100 * self.sequence_accuracy:.2f}% (greedy)  BLEU {self.bleu:.2f}  "
+                f"({self.examples} examples)")
 
     def brief(self):
-        """The short form of a progress line: ``loss 0.0406  token 99.98%  seq 99.60%``."""
+        """The short form of a progress line: ``loss 0.0406  token 99.98%  seq 99.60%`` (seq2seq:
+        ``exact`` for the greedy exact match, then ``BLEU``)."""
+        if self.bleu is None:
+            return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
+                    f"seq {100 * self.sequence_accuracy:.2f}%")
         return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
-                f"seq {100 * self.sequence_accuracy:.2f}%")
+                f"exact {100 * self.sequence_accuracy:.2f}%  BLEU {self.bleu:.2f}")
 
 
 class Trainer:
@@ -200,15 +219,16 @@ class Trainer:
     def __init__(self, config):
         self.config = config
         c = config
-        self.data = data_mod.make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
+        self.kind = get_kind(c.model)
+        self.data = self.kind.make_data(c)
         seeds = np.random.SeedSequence(c.seed).spawn(2)
-        self.model = TransformerModel(**c.model_kwargs(), seed=np.random.default_rng(seeds[0]))
+        self.model = self.kind.build_model(c, self.data, seed=np.random.default_rng(seeds[0]))
         self.optimizer = OPTIMIZERS[c.optimizer](self.model.parameters(), **c.optimizer_kwargs())
         self.schedule = c.make_schedule()
         self.scheduler = c.make_scheduler(self.optimizer)
-        self.criterion = CrossEntropyLoss(label_smoothing=c.label_smoothing)
-        self.batcher = data_mod.Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
-                                        seed=np.random.default_rng(seeds[1]))
+        self.criterion = self.kind.criterion(c)
+        self.batcher = Batcher(self.data.train_src, self.data.train_tgt, c.batch_size,
+                               seed=np.random.default_rng(seeds[1]))
         self.step = 0
         self.callbacks = []
 
@@ -233,9 +253,9 @@ class Trainer:
             self.model.train()
             self.optimizer.zero_grad()
             with (_trace_block(self.model) if trace else contextlib.nullcontext()) as traced:
-                logits = self.model(src)                                          # (B, S, V)
+                logits, target = self.kind.logits(self.model, src, tgt)           # (B, S, V), (B, S)
                 v = logits.shape[-1]                      # torch's layout: one (N, V) row per position
-                loss = float(self.criterion(logits.reshape(-1, v), tgt.reshape(-1)))
+                loss = float(self.criterion(logits.reshape(-1, v), target.reshape(-1)))
                 self.model.backward(self.criterion.backward().reshape(logits.shape))
         except BaseException:
             self._rollback(undo)
@@ -250,7 +270,7 @@ class Trainer:
             raise
         finally:
             self._in_update = False
-        acc = float(np.mean(logits.argmax(-1) == tgt))
+        acc = self.kind.token_accuracy(logits, target)
         result = StepResult(self.step, loss, acc, int(tgt.size), lr, grad_norm, time.perf_counter() - t0, traced)
         for callback in self.callbacks:
             callback.on_step(self, (src, tgt), result)
@@ -317,17 +337,18 @@ class Trainer:
         self.optimizer.zero_grad()
 
     def predict(self, src):
-        """Greedy per-position prediction: argmax of the logits, (B, S) ids (eval mode: no dropout)."""
+        """Greedy prediction in eval mode (no dropout): the encoder's argmax per position (B, S); the
+        seq2seq model's generated target rows (B, tgt_len), PAD after the EOS."""
         was = self.model.training
         self.model.eval()
         try:
-            return self.model(np.asarray(src)).argmax(-1)
+            return self.kind.predict(self.model, src, self.data)
         finally:
             self.model.train(was)
 
     def evaluate(self, split="val", max_examples=None, batch_size=250):
-        return evaluate(self.model, *self.data.split(split), criterion=self.criterion,
-                        max_examples=max_examples, batch_size=batch_size)
+        return self.kind.evaluate(self.model, *self.data.split(split), criterion=self.criterion,
+                                  max_examples=max_examples, batch_size=batch_size)
 
     # -- checkpoints --------------------------------------------------------------------------------
     def save(self, path):
@@ -396,11 +417,15 @@ def checkpoint_config(ckpt):
     if not ckpt.config:
         raise CheckpointError(f"{ckpt.path} holds no training configuration (not saved by `train`)")
     try:
-        return TrainConfig.from_dict(ckpt.config)
+        config = TrainConfig.from_dict(ckpt.config)
     except (TypeError, ValueError) as exc:
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(f"{ckpt.path}: invalid training configuration: {exc}") from exc
+    if config.model != ckpt.model_kind:
+        raise CheckpointError(f"{ckpt.path}: its configuration says model {config.model!r} but it holds a "
+                              f"{ckpt.model_kind!r} model; the checkpoint is damaged")
+    return config
 
 
 def evaluate(model, src, tgt, criterion=None, max_examples=None, batch_size=250):

@@ -604,7 +604,7 @@ def test_data_refusals():
     expect(TypeError, lambda: ntdata.make_targets("copy", np.zeros(3)), "src must be an integer array", "float64")
     expect(ValueError, lambda: ntdata.make_targets("copy", np.int64(3)), "src must have shape (..., L)")
     src = np.zeros((10, 3), int)
-    expect(ValueError, lambda: ntdata.Batcher(src, src[:9], 2), "same shape", "(10, 3) and (9, 3)")
+    expect(ValueError, lambda: ntdata.Batcher(src, src[:9], 2), "same number of rows N", "(10, 3) and (9, 3)")
     expect(ValueError, lambda: ntdata.Batcher(src[0], src[0], 2), "src must have shape (N, L)", "(3,)")
     expect(TypeError, lambda: ntdata.Batcher(src.astype(float), src, 2), "src must be an integer array", "float64")
     expect(ValueError, lambda: ntdata.Batcher(src, src, 11), "batch_size 11 exceeds the 10 training examples")

@@ -82,6 +82,9 @@ def run_attention(args):
         from ..plotting import attention_weights, plot_attention, token_labels
         from ..training import checkpoint_config
         ckpt = load_checkpoint(args.checkpoint)
+        if ckpt.model_kind != "encoder":
+            raise ValueError(f"plot attention draws encoder checkpoints (train --model encoder); "
+                             f"{args.checkpoint} holds a {ckpt.model_kind} model")
         model = ckpt.build_model()
         mc = ckpt.model_config
         nlayers = len(model.encoder.layers)

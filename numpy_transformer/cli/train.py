@@ -23,11 +23,12 @@ import numpy as np
 from .. import oracle
 from .._text import WIDTH, fit
 from ..checkpoint import check_save_path, load_checkpoint
-from ..data import EOS, FIRST_TOKEN, PAD, TASKS
+from ..data import EOS, FIRST_TOKEN, PAD
+from ..kinds import KINDS
 from . import parse_tokens
 from ..optim import OPTIMIZERS
 from ..runlog import RunLog, default_log_path
-from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config, evaluate
+from ..training import SCHEDULES, TrainConfig, Trainer, checkpoint_config
 
 _D = TrainConfig()      # the defaults, for the help texts
 
@@ -35,15 +36,21 @@ _D = TrainConfig()      # the defaults, for the help texts
 def _add_config_options(p):
     """Every TrainConfig field as an option defaulting to None (= the config default, or the checkpoint's)."""
     g = p.add_argument_group("task")
-    g.add_argument("--task", choices=sorted(TASKS), help=f"synthetic task (default {_D.task})")
+    g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position) or seq2seq "
+                   f"(encoder-decoder, generated targets) (default {_D.model})")
+    tasks = sorted({t for k in KINDS.values() for t in k.tasks})
+    g.add_argument("--task", choices=tasks, help="synthetic task; encoder: "
+                   + ", ".join(KINDS["encoder"].tasks) + f" (default {KINDS['encoder'].default_task}); seq2seq: "
+                   + ", ".join(KINDS["seq2seq"].tasks) + f" (default {KINDS['seq2seq'].default_task})")
     g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size})")
-    g.add_argument("--seq-len", type=int, help=f"sequence length (default {_D.seq_len})")
+    g.add_argument("--seq-len", type=int, help=f"sequence length; seq2seq: the longest source (default {_D.seq_len})")
     g.add_argument("--num-train", type=int, help=f"training sequences (default {_D.num_train})")
     g.add_argument("--num-val", type=int, help=f"held-out validation sequences (default {_D.num_val})")
     g = p.add_argument_group("model")
     g.add_argument("--d-model", type=int, help=f"model width D (default {_D.d_model})")
     g.add_argument("--nhead", type=int, help=f"attention heads (default {_D.nhead})")
-    g.add_argument("--layers", dest="num_layers", type=int, help=f"encoder layers (default {_D.num_layers})")
+    g.add_argument("--layers", dest="num_layers", type=int, help=f"encoder layers; seq2seq: encoder and decoder "
+                   f"layers each (default {_D.num_layers})")
     g.add_argument("--dim-feedforward", type=int, help=f"feed-forward width (default {_D.dim_feedforward})")
     g.add_argument("--dropout", type=float, help=f"dropout probability (default {_D.dropout})")
     g.add_argument("--activation", help=f"relu or gelu (default {_D.activation})")
@@ -69,7 +76,8 @@ def _add_config_options(p):
 
 
 def register(subparsers):
-    p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort)",
+    p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort; seq2seq: "
+                              "reverse, dedup_sort, translate)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_config_options(p)
     g = p.add_argument_group("run")
@@ -97,7 +105,7 @@ def register(subparsers):
     p.add_argument("checkpoint", help="a .npz written by train --save")
     p.add_argument("--tokens", action="append", metavar="IDS",
                    help='a source sequence of the length the model was trained on, e.g. --tokens "5 9 3 7 ..." '
-                        '(repeatable); default: --random 5')
+                        '(seq2seq: 1 to --seq-len content ids); repeatable; default: --random 5')
     p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
     p.set_defaults(func=run_predict)
 
@@ -155,6 +163,8 @@ def run_train(args):
         else:
             trainer = Trainer(TrainConfig(**given))
         lockstep = None
+        if args.check_torch and trainer.config.model != "encoder":
+            raise ValueError(f"--check-torch supports --model encoder only, got --model {trainer.config.model}")
         if args.check_torch:           # the twin starts from the weights and optimizer state now (resumed too)
             lockstep = trainer.add_callback(oracle.load("lockstep", purpose="--check-torch").Lockstep(trainer))
     except (ValueError, TypeError, OSError, ImportError) as exc:
@@ -174,8 +184,9 @@ def run_train(args):
     out = (lambda *a, **k: None) if args.quiet else print
     n_par = trainer.model.num_parameters()
     out(fit(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} "
-            f"held-out sequences"))
-    out(fit(f"model: d_model {c.d_model}, {c.nhead} heads, {c.num_layers} layers, ff {c.dim_feedforward}, dropout "
+            f"held-out sequences" + ("" if c.model == "encoder" else f" (model {c.model})")))
+    layers = f"{c.num_layers} layers" if c.model == "encoder" else f"{c.num_layers} encoder + {c.num_layers} decoder layers"
+    out(fit(f"model: d_model {c.d_model}, {c.nhead} heads, {layers}, ff {c.dim_feedforward}, dropout "
         f"{c.dropout}, {c.activation}, {'pre' if c.norm_first else 'post'}-LN, {c.pos_encoding} positions, "
         f"{c.dtype}; {n_par:,} parameters"))
     out(fit(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
@@ -211,7 +222,8 @@ def run_train(args):
     def log_eval(step, ev, final=False):
         if log is not None:
             log.write("val", step, loss=ev.loss, token_accuracy=ev.token_accuracy,
-                      sequence_accuracy=ev.sequence_accuracy, examples=ev.examples, final=final)
+                      sequence_accuracy=ev.sequence_accuracy, examples=ev.examples, final=final,
+                      **({} if ev.bleu is None else {"bleu": ev.bleu}))
 
     def report_trace(r):
         t = r.trace
@@ -314,6 +326,8 @@ def _load(path):
 def run_predict(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
+        if c.model == "seq2seq":
+            return _predict_seq2seq(args, c, model)
         from ..data import make_targets, make_task
         if args.tokens:
             src = np.array([parse_tokens(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
@@ -351,16 +365,66 @@ def run_predict(args):
     return 0
 
 
+def _parse_source(text, seq_len, vocab_size):
+    """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
+    from ..tasks_seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from None
+    if not 1 <= len(ids) <= seq_len:
+        raise ValueError(f"--tokens: the model reads sources of 1 to {seq_len} tokens; got {len(ids)} in {text!r}")
+    bad = [i for i in ids if not FIRST <= i < vocab_size]
+    if bad:
+        raise ValueError(f"--tokens: source ids must lie in [{FIRST}, {vocab_size}) (0, 1, 2 are PAD, EOS, BOS), "
+                         f"got {bad[0]}")
+    return ids + [PAD_ID] * (seq_len - len(ids))
+
+
+def _predict_seq2seq(args, c, model):
+    from ..kinds import get_kind
+    from ..tasks_seq2seq import BOS as BOS_ID, strip_target, target_for
+    kind = get_kind(c.model)
+    try:
+        data = kind.make_data(c)
+        if args.tokens:
+            src = np.array([_parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
+        else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
+            src = data.val_src[:args.random or 5]
+    except (ValueError, TypeError) as exc:
+        return _error(str(exc))
+    model.eval()
+    gen = kind.predict(model, src, data)                                     # (N, tgt_len)
+    print(f"task {c.task} (seq2seq, greedy decoding): sources of 1..{c.seq_len} tokens; ids: {PAD} = PAD, "
+          f"{EOS} = EOS, {BOS_ID} = BOS (the decoder's first input), {BOS_ID + 1}.. content")
+    fmt = lambda ids: " ".join(str(int(i)) for i in ids) or "(empty)"     # noqa: E731
+    for n, (s, g) in enumerate(zip(src, gen), 1):
+        want = target_for(c.task, s, c.vocab_size)
+        got = strip_target(g)
+        ended = bool((g == EOS).any())
+        verdict = ("not a sentence of the task's grammar: no expected answer" if want is None
+                   else "correct" if got == want and ended else "wrong")
+        print(f"\nexample {n}: {verdict}")
+        print(f"  source     {fmt(s[s != PAD])}")
+        print(f"  generated  {fmt(got)}" + ("" if ended else f"  (no EOS within {len(g)} tokens)"))
+        if want is not None and verdict != "correct":
+            print(f"  expected   {fmt(want)}")
+    return 0
+
+
 def run_evaluate(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
-        from ..data import make_task
-        data = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed)
+        from ..kinds import get_kind
+        kind = get_kind(c.model)
+        data = kind.make_data(c)
         if args.num is not None and args.num <= 0:
             raise ValueError(f"--num must be positive, got {args.num}")
     except (ValueError, TypeError, FileNotFoundError) as exc:
         return _error(str(exc))
     step = ckpt.extra_json.get("step", "?")
-    ev = evaluate(model, *data.split(args.split), max_examples=args.num)
+    ev = kind.evaluate(model, *data.split(args.split), max_examples=args.num)
     print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}"))
     return 0
