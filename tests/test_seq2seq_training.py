@@ -96,8 +96,10 @@ def test_cli_train_evaluate_predict(tmp_path, capsys):
     assert main(["train", "--resume", str(path), "--steps", "35", "--quiet"]) == 0
     assert "at step 35" in capsys.readouterr().out
     assert main(["evaluate", str(path), "--num", "20"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, out
     assert re.search(r"task reverse, step 35, val split: .*exact match .*BLEU .*\(20 examples\)",
-                     capsys.readouterr().out)
+                     re.sub(r"\n +", " ", out))                  # lines wrapped at 100 columns, joined
     assert main(["predict", str(path), "--random", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("  source ") == 2 and out.count("  generated ") == 2
