@@ -192,12 +192,11 @@ class EvalResult:
 
     def brief(self):
         """The short form of a progress line: ``loss 0.0406  token 99.98%  seq 99.60%`` (seq2seq:
-        ``exact`` for the greedy exact match, then ``BLEU``)."""
+        ``loss 0.0406  exact 99.60%  BLEU 99.90``, the greedy exact match and corpus BLEU)."""
         if self.bleu is None:
             return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
                     f"seq {100 * self.sequence_accuracy:.2f}%")
-        return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
-                f"exact {100 * self.sequence_accuracy:.2f}%  BLEU {self.bleu:.2f}")
+        return f"loss {self.loss:.4f}  exact {100 * self.sequence_accuracy:.2f}%  BLEU {self.bleu:.2f}"
 
 
 class Trainer:

@@ -87,6 +87,8 @@ def test_cli_train_evaluate_predict(tmp_path, capsys):
     path = tmp_path / "s2s.npz"
     assert main(["train", *TINY_ARGS, "--steps", "30", "--eval-every", "15", "--save", str(path)]) == 0
     out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, out
+    out = re.sub(r"\n +", " ", out)                              # lines wrapped at 100 columns, joined
     assert "1 encoder + 1 decoder layers" in out and "(model seq2seq)" in out
     assert re.search(r"held-out +loss [0-9.]+ +token acc [0-9.]+% \(teacher-forced\) +exact match [0-9.]+% "
                      r"\(greedy\) +BLEU [0-9.]+", out), out

@@ -300,8 +300,8 @@ def run_train(args):
     train_ev = trainer.evaluate("train", max_examples=c.num_val)
     print(f"finished {c.task} at step {trainer.step} in {wall:.1f}s"
           + (f" ({tokens_seen / train_seconds:,.0f} training tokens/s)" if train_seconds else ""))
-    print(f"  held-out  {ev}")
-    print(f"  training  {train_ev}")
+    print(fit(f"  held-out  {ev}"))
+    print(fit(f"  training  {train_ev}"))
     if lockstep is not None:
         abs_err, rel = lockstep.check_weights()
         s = lockstep.stats
@@ -397,8 +397,8 @@ def _predict_seq2seq(args, c, model):
         return _error(str(exc))
     model.eval()
     gen = kind.predict(model, src, data)                                     # (N, tgt_len)
-    print(f"task {c.task} (seq2seq, greedy decoding): sources of 1..{c.seq_len} tokens; ids: {PAD} = PAD, "
-          f"{EOS} = EOS, {BOS_ID} = BOS (the decoder's first input), {BOS_ID + 1}.. content")
+    print(fit(f"task {c.task} (seq2seq, greedy decoding): sources of 1..{c.seq_len} tokens; ids: {PAD} = PAD, "
+              f"{EOS} = EOS, {BOS_ID} = BOS (the decoder's first input), {BOS_ID + 1}.. content"))
     fmt = lambda ids: " ".join(str(int(i)) for i in ids) or "(empty)"     # noqa: E731
     for n, (s, g) in enumerate(zip(src, gen), 1):
         want = target_for(c.task, s, c.vocab_size)
