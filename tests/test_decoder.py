@@ -49,7 +49,12 @@ def test_signatures_and_defaults_are_torchs(name, method):
         assert ours["batch_first"].default is True and theirs["batch_first"].default is False
     if "activation" in ours:
         assert ours["activation"].default == "relu" and theirs["activation"].default is torch.nn.functional.relu
-    assert set(ours) - set(theirs) <= {"seed"}
+    # not in torch: seed; the decoders' incremental decoding (Hugging Face's names), after torch's arguments
+    extra = {"seed"} | ({"past_key_values", "use_cache"} if method == "forward" and name != "Transformer" else set())
+    assert set(ours) - set(theirs) <= extra
+    if method == "forward" and name != "Transformer":
+        assert list(ours)[-2:] == ["past_key_values", "use_cache"]
+        assert ours["past_key_values"].default is None and ours["use_cache"].default is None
 
 
 def test_generate_square_subsequent_mask_is_torchs():

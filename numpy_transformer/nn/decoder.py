@@ -5,6 +5,13 @@ encoder's memory and feed-forward, each with residual, dropout and LayerNorm, po
 Shape letters here: S the target length (the queries), T the memory length (the keys of
 cross-attention), B batch, D d_model, H heads. (torch's documentation calls the target length T and
 the source length S; the masks' shapes are the same: ``tgt_mask`` (S, S), ``memory_mask`` (S, T).)
+
+Incremental decoding (inference only, not in torch; Hugging Face's argument names):
+``out, cache = decoder(tgt_new, memory, past_key_values=cache, use_cache=True)`` runs only the new
+target positions through each layer: self-attention attends them to the keys and values cached so far
+(slot ``i`` of the :class:`~numpy_transformer.nn.KVCache`), cross-attention to the memory's keys and
+values, projected once on the first call (static slot ``("cross", i)``). The outputs equal the full
+causal forward's at those positions (``tests/test_decoder_cache.py``).
 """
 
 from __future__ import annotations
@@ -18,12 +25,16 @@ from .._checks import as_generator, check_float_input, check_grad, check_mask, c
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
+from .kv_cache import KVCache, cached_attention
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
 from .transformer import _is_causal_mask, _reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
+
+_NO_BACKWARD = ("{}.backward() after a cached forward (use_cache=True / past_key_values): incremental decoding "
+                "is inference only and keeps nothing for a backward; train with the full forward (no cache)")
 
 
 def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
@@ -56,6 +67,50 @@ def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype
     tgt_kpm = check_mask(tgt_kpm, "tgt_key_padding_mask", [(s,) if unbatched else (b, s)], dtype)
     memory_kpm = check_mask(memory_kpm, "memory_key_padding_mask", [(t,) if unbatched else (b, t)], dtype)
     return tgt, memory, (tgt_mask, memory_mask, tgt_kpm, memory_kpm), (b, s, t)
+
+
+def _cache_mode(past_key_values, use_cache):
+    """``use_cache`` resolved as the GPT model does (True when ``past_key_values`` is given); checked."""
+    if use_cache is None:
+        use_cache = past_key_values is not None
+    if past_key_values is not None and not use_cache:
+        raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
+                         "continue the cache, or past_key_values=None for a full forward")
+    if past_key_values is not None and not isinstance(past_key_values, KVCache):
+        raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
+                        f"got {type(past_key_values).__name__}")
+    return bool(use_cache)
+
+
+def _check_cached_call(masks, memory_is_causal, cache, b, t):
+    """Refuse what the cached forward cannot honour, naming the argument: it is causal by construction
+    (no ``tgt_mask``/``memory_mask``/``tgt_key_padding_mask``), and ``cache`` must hold this batch and
+    this memory's length. Returns the cache to use (a new one when ``cache`` is None)."""
+    for name, m in zip(("tgt_mask", "memory_mask", "tgt_key_padding_mask"), masks[:3]):
+        if m is not None:
+            raise ValueError(f"{name} must be None in the cached forward (use_cache=True / past_key_values): "
+                             f"its self-attention is causal by construction, each new position attending the "
+                             f"cached ones and itself; got a {name} of shape {np.shape(m)}")
+    if memory_is_causal:
+        raise ValueError("memory_is_causal=True is not supported in the cached forward (use_cache=True): "
+                         "every target position attends the whole memory there")
+    if cache is None:
+        return KVCache()
+    if cache.batch_size is not None and cache.batch_size != b:
+        raise ValueError(f"tgt has batch {b} but past_key_values holds {cache.batch_size} rows")
+    if ("cross", 0) in cache and cache.get_seq_length(("cross", 0)) != t:
+        raise ValueError(f"memory has length {t} but past_key_values holds the cross-attention keys of a memory "
+                         f"of length {cache.get_seq_length(('cross', 0))}: pass the same memory at every step")
+    return cache
+
+
+def _to_batch_first(x, mem, kpm, batch_first):
+    """tgt, memory and memory_key_padding_mask as (B, S, D), (B, T, D), (B, T) (unbatched: B = 1)."""
+    if x.ndim == 2:                      # one batch element, batch-first (as torch, whatever batch_first says)
+        return x[None], mem[None], None if kpm is None else kpm[None]
+    if not batch_first:
+        return np.swapaxes(x, 0, 1), np.swapaxes(mem, 0, 1), kpm
+    return x, mem, kpm
 
 
 class TransformerDecoderLayer(Module):
@@ -117,7 +172,8 @@ class TransformerDecoderLayer(Module):
         self.activation = activation_module(activation)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
+                past_key_values=None, use_cache=None):
         """tgt (B, S, D), memory (B, T, D) (or (S, B, D), (T, B, D) when not batch_first; or unbatched
         (S, D), (T, D)) -> shaped like tgt.
 
@@ -128,10 +184,22 @@ class TransformerDecoderLayer(Module):
         causal mask (a wrong hint raises ValueError); **difference from torch:** a hint with no mask
         applies the causal mask (for memory, (S, T) with query i seeing keys 0..i), where torch raises
         "Need attn_mask if specifying the is_causal hint".
+
+        ``past_key_values`` (an nt.KVCache) / ``use_cache``: the cached forward of incremental decoding
+        (not in torch), returning ``(out, past_key_values)``: as :meth:`TransformerDecoder.forward`, for
+        this one layer (slots 0 and ``("cross", 0)``).
         """
+        use_cache = _cache_mode(past_key_values, use_cache)
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (_, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
                                                          self.batch_first, self.dtype)
+        if use_cache:
+            cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
+            self._save(None)                        # nothing for a backward: it refuses
+            unbatched = x.ndim == 2
+            x, mem, memory_kpm = _to_batch_first(x, mem, masks[3], self.batch_first)
+            x = self._forward_cached(x, mem, memory_kpm, cache, 0)              # (B, S, D)
+            return (x[0] if unbatched else x if self.batch_first else np.swapaxes(x, 0, 1)), cache
         tgt_mask, memory_mask, tgt_kpm, memory_kpm = masks
         F.check_causal_hint(tgt_mask, tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(memory_mask, memory_is_causal, "memory_mask", s, t)
@@ -156,6 +224,24 @@ class TransformerDecoderLayer(Module):
         if unbatched:
             return x[0]
         return x if self.batch_first else np.swapaxes(x, 0, 1)
+
+    def _forward_cached(self, x, mem, memory_kpm, cache, i):
+        """The layer on the new positions x (B, S, D), batch-first, through ``cache`` (layer index i):
+        the same sub-modules and order as :meth:`forward`, self-attention over cached + new positions
+        (causal), cross-attention over the memory's keys and values (projected on the first call only)."""
+        def sa(y):
+            return self.dropout1(cached_attention(self.self_attn, y, cache, i))                   # (B, S, D)
+
+        def mha(y):
+            return self.dropout2(cached_attention(self.multihead_attn, y, cache, ("cross", i), memory=mem,
+                                                  key_padding_mask=memory_kpm))                  # (B, S, D)
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            x = x + mha(self.norm2(x))
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + sa(x))
+        x = self.norm2(x + mha(x))
+        return self.norm3(x + self._ff_block(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         out, _ = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -191,7 +277,10 @@ class TransformerDecoderLayer(Module):
         Post-LN goes through each norm's backward first. ``memory`` reaches the output only through
         cross-attention's keys and values, so ``dmemory = dK-path + dV-path`` of ``multihead_attn``.
         """
-        shape, mshape, unbatched = self._take()
+        saved = self._take()
+        if saved is None:
+            raise RuntimeError(_NO_BACKWARD.format(type(self).__name__))
+        shape, mshape, unbatched = saved
         if unbatched:
             dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
         elif not self.batch_first:
@@ -253,15 +342,49 @@ class TransformerDecoder(Module):
         self.batch_first = decoder_layer.batch_first
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False,
+                past_key_values=None, use_cache=None):
         """tgt (B, S, D), memory (B, T, D) -> (B, S, D); arguments as
         :meth:`TransformerDecoderLayer.forward`. ``tgt_is_causal=None`` detects a causal ``tgt_mask``
         (as torch); True is a hint (checked; with no ``tgt_mask`` it applies the causal mask, unlike
-        torch, which raises)."""
+        torch, which raises).
+
+        Incremental decoding (not in torch; Hugging Face's names)::
+
+            out, cache = decoder(tgt[:, :1], memory, use_cache=True)             # starts a cache
+            out, cache = decoder(tgt[:, 1:2], memory, past_key_values=cache)     # one more position
+
+        past_key_values : nt.KVCache, optional
+            The layers' keys and values so far (from an earlier cached call); changed in place and
+            returned. Self-attention slot ``i`` grows by the new positions; cross-attention slot
+            ``("cross", i)`` holds ``memory``'s keys and values, projected on the first call and reused
+            (later calls must pass the same memory; its length is checked, its values are not read).
+        use_cache : bool, optional
+            Default: True when ``past_key_values`` is given; returns ``(out, past_key_values)``.
+
+        With the cache ``tgt`` holds the new positions only (S >= 1: the first call may pass several)
+        and the self-attention is causal by construction: ``tgt_mask``, ``memory_mask`` and
+        ``tgt_key_padding_mask`` must be None, ``tgt_is_causal`` is not read, ``memory_key_padding_mask``
+        applies as usual. The outputs equal the full forward's with the causal ``tgt_mask`` at the same
+        positions. **Inference only**: call ``eval()`` first (in training mode dropout draws fresh
+        masks, so the outputs differ from the full forward's); ``backward`` after a cached forward
+        raises RuntimeError (the module stays usable).
+        """
+        use_cache = _cache_mode(past_key_values, use_cache)
         layer = self.layers[0]
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        _, _, masks, (_, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
-                                                       self.batch_first, layer.dtype)
+        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
+                                                         self.batch_first, layer.dtype)
+        if use_cache:
+            cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
+            self._save(None)                        # nothing for a backward: it refuses
+            unbatched = x.ndim == 2
+            x, mem, memory_kpm = _to_batch_first(x, mem, masks[3], self.batch_first)
+            for i, layer in enumerate(self.layers):
+                x = layer._forward_cached(x, mem, memory_kpm, cache, i)          # (B, S, D)
+            if self.norm is not None:
+                x = self.norm(x)
+            return (x[0] if unbatched else x if self.batch_first else np.swapaxes(x, 0, 1)), cache
         F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
@@ -279,7 +402,8 @@ class TransformerDecoder(Module):
 
         ``memory`` fed the cross-attention of *every* layer: its gradient is the sum of theirs.
         """
-        self._take()
+        if self._take() is None:
+            raise RuntimeError(_NO_BACKWARD.format(type(self).__name__))
         if self.norm is not None:
             dout = self.norm.backward(dout)
         dmemory = None

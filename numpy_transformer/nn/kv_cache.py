@@ -124,7 +124,8 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
         Cross-attention: the keys and values come from ``memory``, projected on the slot's first call
         and reused after it; no causal mask.
     key_padding_mask : ndarray (B, T), optional
-        Cross-attention only: True = that memory position is padding (the modules' convention).
+        Cross-attention only: bool True = that memory position is padding, or float added to the
+        scores (the modules' convention).
 
     Returns
     -------
@@ -161,8 +162,8 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
                                        shape_doc="(B, T, kdim)")
             cache.set_static(slot, heads(_project(attn, memory, 1)), heads(_project(attn, memory, 2)))
         k, v = cache.keys[slot], cache.values[slot]                              # (B, H, T, Dh)
-        if key_padding_mask is not None:
-            mask = ~np.asarray(key_padding_mask, dtype=bool)[:, None, None, :]   # (B, 1, 1, T)
+        if key_padding_mask is not None:   # bool: True = padding (-> takes no part); float: added, as is
+            mask = F.module_to_sdpa_mask(np.asarray(key_padding_mask))[:, None, None, :]   # (B, 1, 1, T)
     ctx, _ = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, dropout_p=attn.dropout,
                                                     training=attn.training, rng=attn.rng)  # (B, H, S, Dh)
     out, _ = F.linear_forward(F._merge_heads(ctx), attn.out_proj.weight.data,

@@ -147,6 +147,37 @@ class Transformer(Module):
         dsrc = self.encoder.backward(dmemory)
         return dsrc, dtgt
 
+    def encode(self, src, src_mask=None, src_key_padding_mask=None, src_is_causal=None):
+        """The memory of ``src``: ``self.encoder(src, mask=src_mask, ...)`` (not in torch; for decoding).
+
+        Encode once, then decode step by step with :meth:`decode`. For training use :meth:`forward`
+        and :meth:`backward` (a backward of this call alone is ``self.encoder.backward(dmemory)``).
+        """
+        return self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
+
+    def decode(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+               memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False,
+               past_key_values=None, use_cache=None):
+        """``self.decoder(tgt, memory, ...)`` (not in torch); with ``use_cache=True`` / ``past_key_values``
+        the incremental decoding of :meth:`TransformerDecoder.forward`, returning ``(out, cache)``::
+
+            memory = model.encode(src)
+            out, cache = model.decode(tgt[:, :1], memory, use_cache=True)
+            out, cache = model.decode(tgt[:, 1:2], memory, past_key_values=cache)   # and so on
+
+        Inference only, in ``eval()`` mode; equal to ``model(src, tgt, tgt_mask=causal)`` at each
+        position.
+        """
+        kw = {}
+        if past_key_values is not None or use_cache:
+            if not isinstance(self.decoder, TransformerDecoder):
+                raise TypeError(f"use_cache/past_key_values need an nt.TransformerDecoder as the decoder, got a "
+                                f"custom_decoder {type(self.decoder).__name__}")
+            kw = dict(past_key_values=past_key_values, use_cache=use_cache)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal, **kw)
+
     @staticmethod
     def generate_square_subsequent_mask(sz, dtype=np.float32):
         """The (sz, sz) causal mask as torch makes it: float, ``-inf`` above the diagonal (query i may not
