@@ -26,7 +26,7 @@ import numpy as np
 from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                       check_probability)
 from .model import ACTIVATIONS, POS_ENCODINGS
-from .nn import Dropout, Embedding, Linear, Module, PositionalEncoding, Transformer
+from .nn import Dropout, Embedding, KVCache, Linear, Module, PositionalEncoding, Transformer
 
 __all__ = ["Seq2SeqModel"]
 
@@ -165,20 +165,42 @@ class Seq2SeqModel(Module):
         s = self._embed(src, self.src_embed, getattr(self, "src_pos_embed", None))
         return self.transformer.encoder(s, src_key_padding_mask=mask)
 
-    def decode(self, tgt, memory, memory_key_padding_mask=None):
-        """Logits (B, S, V) of decoder-input ids ``tgt`` (B, S) against ``memory`` (B, T, D), recomputed over
-        the whole prefix (a KV cache would compute only the last position and give the same numbers)."""
-        tgt = self._check_ids(tgt, "tgt", self.tgt_vocab_size)
-        t = self._embed(tgt, self.tgt_embed, getattr(self, "tgt_pos_embed", None))
-        causal = Transformer.generate_square_subsequent_mask(tgt.shape[1], self.dtype)
-        y = self.transformer.decoder(t, memory, tgt_mask=causal, memory_key_padding_mask=memory_key_padding_mask,
-                                     tgt_is_causal=True)
-        return self.head(y)
+    def decode(self, tgt, memory, memory_key_padding_mask=None, past_key_values=None, use_cache=None):
+        """Logits (B, S, V) of decoder-input ids ``tgt`` (B, S) against ``memory`` (B, T, D).
 
-    def greedy_decode(self, src, max_len, bos_token_id, eos_token_id, pad_token_id=0, src_key_padding_mask=None):
+        Without a cache the decoder runs over the whole prefix ``tgt``. With one (``use_cache=True``,
+        or ``past_key_values`` from an earlier call) ``tgt`` holds only the new positions, which
+        continue the cached ones: it returns ``(logits, past_key_values)``, the same logits at those
+        positions as the full forward (the decoder's KV cache; inference only, call ``eval()`` first).
+        """
+        if use_cache is None:
+            use_cache = past_key_values is not None
+        past = 0 if past_key_values is None else past_key_values.get_seq_length(0)
+        tgt = self._check_ids(tgt, "tgt", self.tgt_vocab_size)
+        if not use_cache:
+            t = self._embed(tgt, self.tgt_embed, getattr(self, "tgt_pos_embed", None))
+            causal = Transformer.generate_square_subsequent_mask(tgt.shape[1], self.dtype)
+            y = self.transformer.decoder(t, memory, tgt_mask=causal, tgt_is_causal=True,
+                                         memory_key_padding_mask=memory_key_padding_mask)
+            return self.head(y)
+        if past + tgt.shape[1] > self.max_len:
+            raise ValueError(f"tgt: {tgt.shape[1]} positions after the {past} cached ones exceed the model's "
+                             f"max_len={self.max_len}")
+        t = self.tgt_embed(tgt) * self.scale                                      # (B, S, D)
+        if self.pos_kind == "learned":
+            t = t + self.tgt_pos_embed(np.arange(past, past + tgt.shape[1]))      # (B, S, D) + (S, D)
+        else:
+            t = t + self.pos_encoding.pe[past:past + tgt.shape[1]]                # (B, S, D) + (S, D)
+        y, cache = self.transformer.decoder(self.dropout(t), memory, memory_key_padding_mask=memory_key_padding_mask,
+                                            past_key_values=past_key_values, use_cache=True)
+        return self.head(y), cache
+
+    def greedy_decode(self, src, max_len, bos_token_id, eos_token_id, pad_token_id=0, src_key_padding_mask=None,
+                      use_cache=True):
         """Greedy generation: ids (B, max_len), each row the argmax token at every step until it emits
         ``eos_token_id`` (kept), then ``pad_token_id``. Runs in eval mode (no dropout) and restores the
-        mode. The memory is computed once; each step recomputes the decoder over the prefix."""
+        mode. The memory is computed once; with ``use_cache`` (default) each step runs the decoder on
+        the newest token only, through the KV cache, else over the whole prefix: the same tokens."""
         max_len = check_positive_int(max_len, "max_len")
         if max_len > self.max_len:            # the last step reads BOS + max_len - 1 tokens
             raise ValueError(f"max_len must be <= the model's max_len={self.max_len} (the longest decoder "
@@ -194,8 +216,13 @@ class Seq2SeqModel(Module):
             b = memory.shape[0]
             ys = np.full((b, 1), bos_token_id, dtype=np.int64)
             done = np.zeros(b, dtype=bool)
+            cache = KVCache() if use_cache else None
             for _ in range(max_len):
-                nxt = self.decode(ys, memory, src_key_padding_mask)[:, -1].argmax(-1)   # (B,)
+                if use_cache:
+                    logits, cache = self.decode(ys[:, -1:], memory, src_key_padding_mask, past_key_values=cache)
+                else:
+                    logits = self.decode(ys, memory, src_key_padding_mask)             # (B, L, V)
+                nxt = logits[:, -1].argmax(-1)                                         # (B,)
                 nxt = np.where(done, pad_token_id, nxt)
                 ys = np.concatenate([ys, nxt[:, None]], axis=1)
                 done |= nxt == eos_token_id

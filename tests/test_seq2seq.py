@@ -186,6 +186,31 @@ def test_greedy_decode_is_the_argmax_of_a_full_forward_at_each_step():
             prefix.append(t)
 
 
+@pytest.mark.parametrize("pos", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_the_full_decoder_at_every_step(pos, norm_first):
+    """decode through the KV cache, one new position per call (after a 2-token start), gives the full
+    prefix's logits at those positions; greedy_decode gives the same tokens with and without it."""
+    rng = np.random.default_rng(5)
+    m = _model(pos, norm_first, seed=2).eval()
+    for p in m.parameters():
+        p.data += 0.3 * rng.standard_normal(p.shape)                   # beyond the initialisation
+    src, tgt, pad = _batch(rng)
+    tgt = np.concatenate([tgt, rng.integers(0, 11, (3, 4))], axis=1)   # (3, 8)
+    memory = m.encode(src, pad)
+    full = m.decode(tgt, memory, pad)                                  # (3, 8, V)
+    logits, cache = m.decode(tgt[:, :2], memory, pad, use_cache=True)
+    steps = [logits]
+    for i in range(2, tgt.shape[1]):
+        logits, cache = m.decode(tgt[:, i:i + 1], memory, pad, past_key_values=cache)
+        steps.append(logits)
+    assert_close({"cached logits": (np.concatenate(steps, axis=1), full)}, tol=1e-12)
+    with pytest.raises(ValueError, match=r"tgt: 3 positions after the 8 cached ones exceed the model's max_len=10"):
+        m.decode(tgt[:, :3], memory, pad, past_key_values=cache)
+    kw = dict(bos_token_id=2, eos_token_id=1, src_key_padding_mask=pad)
+    np.testing.assert_array_equal(m.greedy_decode(src, 9, **kw), m.greedy_decode(src, 9, use_cache=False, **kw))
+
+
 def test_model_bad_input_names_the_argument():
     m = _model()
     src, tgt, pad = _batch(np.random.default_rng(0))
