@@ -198,7 +198,7 @@ def test_cli_predict_bad_tokens(tmp_path, capsys):
 
 # -- the README's row: >= 99% held-out exact match (about a minute on 2 cores) -----------------------------
 README_RUN = dict(model="gpt", digits=3, num_train=20000, num_val=1000, d_model=64, nhead=4, num_layers=2,
-                  dim_feedforward=256, dropout=0.0, batch_size=64, lr=2e-3, warmup=200, steps=4000)
+                  dim_feedforward=256, dropout=0.0, pos_encoding="learned", batch_size=64, steps=3000)
 
 
 @pytest.mark.slow
