@@ -55,7 +55,7 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
     if hasattr(config_of, "to_dict"):                   # GPT's GPTConfig dataclass
         config_of = config_of.to_dict()
     if not isinstance(config_of, dict):
-        raise TypeError(f"save_checkpoint needs a TransformerModel, Seq2SeqModel or GPT (it stores model.config to "
+        raise TypeError(f"save_checkpoint needs a TransformerModel (or Seq2SeqModel, GPT: it stores model.config to "
                         f"rebuild it), got "
                         f"{type(model).__name__}; for any other module save module.state_dict() with np.savez")
     path = check_save_path(path)
