@@ -4,7 +4,7 @@ Layout (every entry a plain array; nothing pickled, loaded with ``allow_pickle=F
 
     __format__             "numpy-transformer-checkpoint"
     __version__            1
-    model_kind             "encoder" (TransformerModel) or "seq2seq" (Seq2SeqModel); absent = "encoder"
+    model_kind             "encoder" (TransformerModel), "seq2seq" (Seq2SeqModel) or "gpt" (GPT); absent = "encoder"
     model_config           JSON of the model's constructor arguments
     config                 JSON of the whole run's configuration (task, optimizer, ...), may be "{}"
     model/<key>            one array per state_dict key
@@ -51,14 +51,17 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
     FileNotFoundError / IsADirectoryError / PermissionError, before writing anything, for a path that
     cannot be a file or whose directory cannot be written.
     """
-    if not isinstance(getattr(model, "__dict__", {}).get("config"), dict):
-        raise TypeError(f"save_checkpoint needs a TransformerModel or Seq2SeqModel (it stores model.config to "
+    config_of = getattr(model, "__dict__", {}).get("config")
+    if hasattr(config_of, "to_dict"):                   # GPT's GPTConfig dataclass
+        config_of = config_of.to_dict()
+    if not isinstance(config_of, dict):
+        raise TypeError(f"save_checkpoint needs a TransformerModel (or Seq2SeqModel, GPT: it stores model.config to "
                         f"rebuild it), got "
                         f"{type(model).__name__}; for any other module save module.state_dict() with np.savez")
     path = check_save_path(path)
     arrays = {"__format__": np.array(FORMAT), "__version__": np.array(VERSION),
               "model_kind": np.array(_model_kind(model)),
-              "model_config": _json_array(model.config), "config": _json_array(config or {}),
+              "model_config": _json_array(config_of), "config": _json_array(config or {}),
               "extra_json": _json_array(extra_json or {})}
     for k, v in model.state_dict().items():
         arrays[f"model/{k}"] = np.asarray(v)
@@ -138,9 +141,10 @@ class Checkpoint:
         if _model_kind(model) != self.model_kind:
             raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}, not "
                                   f"{_model_kind(model)!r} ({type(model).__name__})")
-        diffs = [f"{k}: checkpoint {self.model_config.get(k)!r}, model {model.config.get(k)!r}"
-                 for k in sorted(set(self.model_config) | set(model.config))
-                 if self.model_config.get(k) != model.config.get(k)]
+        cfg = model.config.to_dict() if hasattr(model.config, "to_dict") else model.config
+        diffs = [f"{k}: checkpoint {self.model_config.get(k)!r}, model {cfg.get(k)!r}"
+                 for k in sorted(set(self.model_config) | set(cfg))
+                 if self.model_config.get(k) != cfg.get(k)]
         if diffs:
             raise CheckpointError(f"{self.path} was saved from another model configuration: " + "; ".join(diffs))
         own = model.state_dict()

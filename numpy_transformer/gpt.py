@@ -145,6 +145,8 @@ class GPT(Module):
         Initialisation and every dropout mask derive from it.
     """
 
+    model_kind = "gpt"              # what a checkpoint records (numpy_transformer.kinds)
+
     def __init__(self, config=None, seed=None, **kwargs):
         super().__init__()
         if config is None:

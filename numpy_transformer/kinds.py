@@ -5,7 +5,10 @@ training step feeds the model, how it is evaluated and how it predicts.
 * ``encoder`` -- :class:`TransformerModel`, one output token per input position (:mod:`data`);
 * ``seq2seq`` -- :class:`Seq2SeqModel`, the encoder-decoder with teacher forcing, decoded greedily
   (:mod:`tasks_seq2seq`); its held-out exact match is over whole generated sequences, and it reports
-  corpus BLEU.
+  corpus BLEU;
+* ``gpt`` -- :class:`GPT`, the decoder-only language model on digit addition (:mod:`tasks_lm`): the
+  loss is on the answer tokens only; evaluated by the held-out exact match of the answer generated
+  greedily through the KV cache (``model.generate``), and the teacher-forced token accuracy.
 
 A new kind (e.g. a decoder-only language model) is one more :class:`ModelKind` subclass in ``KINDS``.
 """
@@ -15,13 +18,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import data as data_mod
+from . import tasks_lm as lm
 from . import tasks_seq2seq as s2s
 from .bleu import corpus_bleu
+from .gpt import GPT
 from .loss import CrossEntropyLoss
 from .model import TransformerModel
 from .seq2seq_model import Seq2SeqModel
 
-__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "get_kind", "MODEL_CLASSES"]
+__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "GPTKind", "get_kind", "MODEL_CLASSES"]
 
 
 class ModelKind:
@@ -150,7 +155,82 @@ class Seq2SeqKind(ModelKind):
                           bleu=bleu)
 
 
-KINDS = {k.name: k for k in (EncoderKind(), Seq2SeqKind())}
+class GPTKind(ModelKind):
+    """The GPT language model on ``addition`` (``TrainConfig.digits`` per operand; ``vocab_size`` and
+    ``seq_len`` are the tokenizer's and the task's, so those two options are not used)."""
+
+    name = "gpt"
+    model_class = GPT
+    tasks = lm.LM_TASKS
+    default_task = "addition"
+
+    def make_data(self, c):
+        return lm.make_lm_task(c.task, c.digits, c.num_train, c.num_val, seed=c.seed)
+
+    def build_model(self, c, data, seed):
+        if c.activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu' for --model gpt, got {c.activation!r}")
+        return GPT(vocab_size=data.vocab_size, block_size=data.seq_len, n_layer=c.num_layers, n_head=c.nhead,
+                   n_embd=c.d_model, n_inner=c.dim_feedforward, dropout=c.dropout, activation=c.activation,
+                   positions=c.pos_encoding, dtype=c.dtype, seed=seed)
+
+    def criterion(self, c):
+        return CrossEntropyLoss(ignore_index=lm.IGNORE, label_smoothing=c.label_smoothing)   # answer tokens only
+
+    def logits(self, model, src, tgt):
+        """Next-token prediction over the whole sequence; the prompt's targets are IGNORE."""
+        return model(src), tgt                                                   # (B, L-1, V), (B, L-1)
+
+    def token_accuracy(self, logits, targets):
+        keep = targets != lm.IGNORE
+        return float(np.sum((logits.argmax(-1) == targets) & keep) / max(int(keep.sum()), 1))
+
+    def predict(self, model, src, data):
+        """The greedy answers (N, digits + 2) to the prompts in ``src`` (its first ``prompt_len``
+        columns), generated through the KV cache; PAD after the EOS."""
+        prompts = np.asarray(src)[:, :data.prompt_len]
+        out = model.generate(prompts, data.answer_len, eos_token_id=lm.EOS, pad_token_id=lm.PAD, use_cache=True)
+        gen = np.full((len(prompts), data.answer_len), lm.PAD, dtype=np.int64)
+        gen[:, :out.shape[1] - data.prompt_len] = out[:, data.prompt_len:]
+        return gen
+
+    def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
+        """Teacher-forced loss and token accuracy over the answer tokens; exact match of the greedily
+        generated answer (every digit and the EOS)."""
+        from .training import EvalResult
+        criterion = criterion or CrossEntropyLoss(ignore_index=lm.IGNORE)
+        crit = CrossEntropyLoss(ignore_index=criterion.ignore_index, reduction="sum",
+                                label_smoothing=criterion.label_smoothing)
+        n = len(src) if max_examples is None else min(len(src), max_examples)
+        digits = (src.shape[1] - 3) // 3
+        shape = _Shape(2 * digits + 2, digits + 2)
+        was = model.training
+        model.eval()
+        total_loss, correct, counted, exact = 0.0, 0, 0, 0
+        try:
+            for i in range(0, n, batch_size):
+                s, t = src[i:min(i + batch_size, n)], tgt[i:min(i + batch_size, n)]
+                logits, _ = self.logits(model, s, t)
+                total_loss += float(crit(logits.reshape(-1, logits.shape[-1]), t.reshape(-1)))
+                keep = t != lm.IGNORE
+                correct += int(((logits.argmax(-1) == t) & keep).sum())
+                counted += int(keep.sum())
+                gen = self.predict(model, s, shape)                              # (b, digits + 2)
+                exact += int((gen == t[:, -shape.answer_len:]).all(axis=1).sum())
+        finally:
+            model.train(was)
+        return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), exact / max(n, 1), n,
+                          generated=True)
+
+
+class _Shape:
+    """The prompt and answer lengths :meth:`GPTKind.predict` needs (an LMData's, from the sizes alone)."""
+
+    def __init__(self, prompt_len, answer_len):
+        self.prompt_len, self.answer_len = prompt_len, answer_len
+
+
+KINDS = {k.name: k for k in (EncoderKind(), Seq2SeqKind(), GPTKind())}
 MODEL_CLASSES = {name: k.model_class for name, k in KINDS.items()}
 
 

@@ -77,8 +77,10 @@ class TrainConfig:
     batch_size: int = 32
     steps: int = 1000
     seed: int = 0
-    # which model: "encoder" (TransformerModel) or "seq2seq" (Seq2SeqModel); see numpy_transformer.kinds
+    # which model: "encoder" (TransformerModel), "seq2seq" (Seq2SeqModel) or "gpt" (GPT, on addition);
+    # see numpy_transformer.kinds
     model: str = "encoder"
+    digits: int = 3               # gpt's addition: digits per operand (numpy_transformer.tasks_lm)
 
     # what a resumed run must share with its checkpoint (everything but the step budget)
     RESUME_FREE = ("steps",)
@@ -102,7 +104,7 @@ class TrainConfig:
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         for name in ("vocab_size", "seq_len", "num_train", "num_val", "d_model", "nhead", "num_layers",
-                     "dim_feedforward", "warmup", "batch_size"):
+                     "dim_feedforward", "warmup", "batch_size", "digits"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -173,16 +175,21 @@ class StepResult:
 
 @dataclass
 class EvalResult:
-    """``sequence_accuracy``: whole sequences right (seq2seq: greedy generation equal to the target,
-    EOS included, i.e. exact match); ``bleu``: corpus BLEU of the generated sequences (seq2seq only)."""
+    """``sequence_accuracy``: whole sequences right (seq2seq and gpt: greedy generation equal to the
+    target, EOS included, i.e. exact match); ``bleu``: corpus BLEU of the generated sequences (seq2seq
+    only); ``generated``: the exact match is of generated sequences (gpt, which reports no BLEU)."""
 
     loss: float
     token_accuracy: float
     sequence_accuracy: float
     examples: int
     bleu: float = None
+    generated: bool = False
 
     def __str__(self):
+        if self.bleu is None and self.generated:
+            return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}% (teacher-forced)  "
+                    f"exact match {100 * self.sequence_accuracy:.2f}% (greedy)  ({self.examples} examples)")
         if self.bleu is None:
             return (f"loss {self.loss:.4f}  token acc {100 * self.token_accuracy:.2f}%  "
                     f"sequence acc {100 * self.sequence_accuracy:.2f}%  ({self.examples} examples)")
@@ -192,7 +199,11 @@ class EvalResult:
 
     def brief(self):
         """The short form of a progress line: ``loss 0.0406  token 99.98%  seq 99.60%`` (seq2seq:
-        ``loss 0.0406  exact 99.60%  BLEU 99.90``, the greedy exact match and corpus BLEU)."""
+        ``loss 0.0406  exact 99.60%  BLEU 99.90``, the greedy exact match and corpus BLEU; gpt:
+        ``loss 0.0406  token 99.98%  exact 99.60%``)."""
+        if self.bleu is None and self.generated:
+            return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
+                    f"exact {100 * self.sequence_accuracy:.2f}%")
         if self.bleu is None:
             return (f"loss {self.loss:.4f}  token {100 * self.token_accuracy:.2f}%  "
                     f"seq {100 * self.sequence_accuracy:.2f}%")

@@ -25,14 +25,14 @@ TINY_ARGS = ["--model", "seq2seq", "--task", "reverse", "--vocab-size", "10", "-
 def test_config_defaults_per_kind():
     assert TrainConfig().task == "shift" and TrainConfig().model == "encoder"
     assert TrainConfig(model="seq2seq").task == "reverse"
-    with pytest.raises(ValueError, match=r"model must be one of \['encoder', 'seq2seq'\], got 'gpt2'"):
+    with pytest.raises(ValueError, match=r"model must be one of \['encoder', 'seq2seq', 'gpt'\], got 'gpt2'"):
         TrainConfig(model="gpt2")
     with pytest.raises(ValueError, match=r"task must be one of \['dedup_sort', 'reverse', 'translate'\] for "
                                          r"--model seq2seq, got 'shift'"):
         TrainConfig(model="seq2seq", task="shift")
     with pytest.raises(ValueError, match="for --model encoder, got 'translate'"):
         TrainConfig(task="translate")
-    assert set(KINDS) == {"encoder", "seq2seq"}
+    assert set(KINDS) == {"encoder", "seq2seq", "gpt"}
 
 
 def test_short_run_learns():

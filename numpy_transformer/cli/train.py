@@ -36,13 +36,18 @@ _D = TrainConfig()      # the defaults, for the help texts
 def _add_config_options(p):
     """Every TrainConfig field as an option defaulting to None (= the config default, or the checkpoint's)."""
     g = p.add_argument_group("task")
-    g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position) or seq2seq "
-                   f"(encoder-decoder, generated targets) (default {_D.model})")
+    g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position), seq2seq "
+                   f"(encoder-decoder, generated targets) or gpt (decoder-only language model, generated "
+                   f"answers) (default {_D.model})")
     tasks = sorted({t for k in KINDS.values() for t in k.tasks})
     g.add_argument("--task", choices=tasks, help="synthetic task; encoder: "
                    + ", ".join(KINDS["encoder"].tasks) + f" (default {KINDS['encoder'].default_task}); seq2seq: "
-                   + ", ".join(KINDS["seq2seq"].tasks) + f" (default {KINDS['seq2seq'].default_task})")
-    g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size})")
+                   + ", ".join(KINDS["seq2seq"].tasks) + f" (default {KINDS['seq2seq'].default_task}); gpt: "
+                   + ", ".join(KINDS["gpt"].tasks) + f" (default {KINDS['gpt'].default_task})")
+    g.add_argument("--digits", type=int, help=f"gpt's addition: digits per operand, e.g. 3 for 123+456=579 "
+                   f"(default {_D.digits})")
+    g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size}; "
+                   "gpt: not used, its vocabulary is the 14 addition tokens)")
     g.add_argument("--seq-len", type=int, help=f"sequence length; seq2seq: the longest source (default {_D.seq_len})")
     g.add_argument("--num-train", type=int, help=f"training sequences (default {_D.num_train})")
     g.add_argument("--num-val", type=int, help=f"held-out validation sequences (default {_D.num_val})")
@@ -77,7 +82,7 @@ def _add_config_options(p):
 
 def register(subparsers):
     p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort; seq2seq: "
-                              "reverse, dedup_sort, translate)",
+                              "reverse, dedup_sort, translate; gpt: addition)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_config_options(p)
     g = p.add_argument_group("run")
@@ -105,7 +110,8 @@ def register(subparsers):
     p.add_argument("checkpoint", help="a .npz written by train --save")
     p.add_argument("--tokens", action="append", metavar="IDS",
                    help='a source sequence of the length the model was trained on, e.g. --tokens "5 9 3 7 ..." '
-                        '(seq2seq: 1 to --seq-len content ids); repeatable; default: --random 5')
+                        '(seq2seq: 1 to --seq-len content ids; gpt: an addition such as "123+456"); repeatable; '
+                        'default: --random 5')
     p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
     p.set_defaults(func=run_predict)
 
@@ -183,11 +189,19 @@ def run_train(args):
             log.write("start", 0, time=log.now(), config=c.to_dict(), log_every=args.log_every)
     out = (lambda *a, **k: None) if args.quiet else print
     n_par = trainer.model.num_parameters()
-    out(fit(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} "
-            f"held-out sequences" + ("" if c.model == "encoder" else f" (model {c.model})")))
-    layers = f"{c.num_layers} layers" if c.model == "encoder" else f"{c.num_layers} encoder + {c.num_layers} decoder layers"
+    if c.model == "gpt":
+        d = trainer.data
+        out(fit(f"task {c.task}: {c.digits}-digit + {c.digits}-digit, answer reversed (least-significant digit "
+                f"first), vocab {d.vocab_size}, {d.seq_len} tokens per sequence, {c.num_train} training / "
+                f"{c.num_val} held-out additions (model gpt; loss on the {d.answer_len} answer tokens)"))
+        layers, ln = f"{c.num_layers} causal decoder block" + ("" if c.num_layers == 1 else "s"), "pre"
+    else:
+        out(fit(f"task {c.task}: vocab {c.vocab_size}, length {c.seq_len}, {c.num_train} training / {c.num_val} "
+                f"held-out sequences" + ("" if c.model == "encoder" else f" (model {c.model})")))
+        layers = f"{c.num_layers} layers" if c.model == "encoder" else f"{c.num_layers} encoder + {c.num_layers} decoder layers"
+        ln = "pre" if c.norm_first else "post"
     out(fit(f"model: d_model {c.d_model}, {c.nhead} heads, {layers}, ff {c.dim_feedforward}, dropout "
-        f"{c.dropout}, {c.activation}, {'pre' if c.norm_first else 'post'}-LN, {c.pos_encoding} positions, "
+        f"{c.dropout}, {c.activation}, {ln}-LN, {c.pos_encoding} positions, "
         f"{c.dtype}; {n_par:,} parameters"))
     out(fit(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
             + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch "
@@ -328,6 +342,8 @@ def run_predict(args):
         ckpt, c, model = _load(args.checkpoint)
         if c.model == "seq2seq":
             return _predict_seq2seq(args, c, model)
+        if c.model == "gpt":
+            return _predict_gpt(args, c, model)
         from ..data import make_targets, make_task
         if args.tokens:
             src = np.array([parse_tokens(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
@@ -411,6 +427,35 @@ def _predict_seq2seq(args, c, model):
         print(f"  generated  {fmt(got)}" + ("" if ended else f"  (no EOS within {len(g)} tokens)"))
         if want is not None and verdict != "correct":
             print(f"  expected   {fmt(want)}")
+    return 0
+
+
+def _predict_gpt(args, c, model):
+    from ..kinds import get_kind
+    from .. import tasks_lm as lm
+    kind = get_kind(c.model)
+    try:
+        data = kind.make_data(c)
+        if args.tokens:
+            ab = np.array([lm.parse_expression(text, c.digits) for text in args.tokens], dtype=np.int64)
+        else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
+            ab = data.val_ab[:args.random or 5]
+    except (ValueError, TypeError) as exc:
+        return _error(str(exc))
+    model.eval()
+    prompts = lm.encode_prompt(ab[:, 0], ab[:, 1], c.digits)
+    gen = kind.predict(model, prompts, data)                                 # (N, digits + 2)
+    print(fit(f"task {c.task} (gpt, greedy decoding through the KV cache): the answer is generated "
+              f"least-significant digit first and read back reversed; $ = EOS"))
+    for n, ((a, b), p, g) in enumerate(zip(ab.tolist(), prompts, gen), 1):
+        want = a + b
+        got = lm.decode_answer(g)
+        print(f"\nexample {n}: " + ("correct" if got == want else "wrong"))
+        print(f"  prompt     {lm.to_text(p)}")
+        print(f"  generated  {lm.to_text(g).rstrip('_')}  (reads {'nothing: not digits then EOS' if got is None else got})")
+        print(f"  expected   {lm.to_text(lm.encode_answer(want, c.digits)[0])}  ({want})")
     return 0
 
 
