@@ -38,7 +38,8 @@ import numpy as np
 
 from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_number, check_positive_int, \
     check_probability
-from .nn import Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, PositionalEncoding, TransformerEncoderLayer
+from .nn import Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, TransformerEncoderLayer
+from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
 
 __all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS"]
@@ -134,7 +135,7 @@ class GPTConfig:
         return dataclasses.asdict(self)
 
 
-class GPT(Module):
+class GPT(ModelBase):
     """Decoder-only language model: ids (B, S) -> logits (B, S, V), pre-LN causal blocks.
 
     Parameters
@@ -275,14 +276,6 @@ class GPT(Module):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.generation.generate`."""
         from .generation import generate
         return generate(self, ids, max_new_tokens, **kwargs)
-
-    def num_parameters(self):
-        return int(sum(p.data.size for p in self.parameters()))
-
-    def generators(self):
-        """``{module name: Generator}`` for every module that draws dropout masks (for exact resume)."""
-        return {name: m.__dict__["rng"] for name, m in self.named_modules()
-                if isinstance(m.__dict__.get("rng"), np.random.Generator)}
 
     def extra_repr(self):
         c = self.config

@@ -30,7 +30,21 @@ POS_ENCODINGS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
 
 
-class TransformerModel(Module):
+class ModelBase(Module):
+    """What a whole model (:class:`TransformerModel`, :class:`~numpy_transformer.GPT`,
+    :class:`~numpy_transformer.Seq2SeqModel`) adds to a Module: its size, and the generators its
+    dropout masks come from (saved in checkpoints, so a resumed run draws the same masks)."""
+
+    def num_parameters(self):
+        return int(sum(p.data.size for p in self.parameters()))
+
+    def generators(self):
+        """``{module name: Generator}`` for every module that draws dropout masks (for exact resume)."""
+        return {name: m.__dict__["rng"] for name, m in self.named_modules()
+                if isinstance(m.__dict__.get("rng"), np.random.Generator)}
+
+
+class TransformerModel(ModelBase):
     """Token ids (B, S) -> vocabulary logits (B, S, V) through an encoder stack.
 
     Parameters
@@ -160,14 +174,6 @@ class TransformerModel(Module):
             dx = self.pos_encoding.backward(dx)
         self.embed.backward(dx * self.scale)                                     # y = E[ids] * sqrt(D)
         return None
-
-    def num_parameters(self):
-        return int(sum(p.data.size for p in self.parameters()))
-
-    def generators(self):
-        """``{module name: Generator}`` for every module that draws dropout masks (for exact resume)."""
-        return {name: m.__dict__["rng"] for name, m in self.named_modules()
-                if isinstance(m.__dict__.get("rng"), np.random.Generator)}
 
     def extra_repr(self):
         c = self.config

@@ -25,13 +25,13 @@ import numpy as np
 
 from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                       check_probability)
-from .model import ACTIVATIONS, POS_ENCODINGS
-from .nn import Dropout, Embedding, KVCache, Linear, Module, PositionalEncoding, Transformer
+from .model import ACTIVATIONS, POS_ENCODINGS, ModelBase
+from .nn import Dropout, Embedding, KVCache, Linear, PositionalEncoding, Transformer
 
 __all__ = ["Seq2SeqModel"]
 
 
-class Seq2SeqModel(Module):
+class Seq2SeqModel(ModelBase):
     """Source ids (B, T) and decoder-input ids (B, S) -> target logits (B, S, V) through ``nt.Transformer``.
 
     Parameters
@@ -233,14 +233,6 @@ class Seq2SeqModel(Module):
         out = np.full((b, max_len), pad_token_id, dtype=np.int64)
         out[:, :ys.shape[1] - 1] = ys[:, 1:]
         return out
-
-    def num_parameters(self):
-        return int(sum(p.data.size for p in self.parameters()))
-
-    def generators(self):
-        """``{module name: Generator}`` for every module that draws dropout masks (for exact resume)."""
-        return {name: m.__dict__["rng"] for name, m in self.named_modules()
-                if isinstance(m.__dict__.get("rng"), np.random.Generator)}
 
     def extra_repr(self):
         c = self.config
