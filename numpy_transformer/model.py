@@ -30,6 +30,18 @@ POS_ENCODINGS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
 
 
+def check_model_options(d_model, nhead, dropout, activation, pos_encoding):
+    """The checks every whole model makes of its shared options; returns the validated ``dropout``."""
+    dropout = check_probability(dropout)
+    if d_model % nhead != 0:
+        raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if pos_encoding not in POS_ENCODINGS:
+        raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+    return dropout
+
+
 class ModelBase(Module):
     """What a whole model (:class:`TransformerModel`, :class:`~numpy_transformer.GPT`,
     :class:`~numpy_transformer.Seq2SeqModel`) adds to a Module: its size, and the generators its
@@ -87,13 +99,7 @@ class TransformerModel(ModelBase):
         num_layers = check_positive_int(num_layers, "num_layers")
         dim_feedforward = check_positive_int(dim_feedforward, "dim_feedforward")
         max_len = check_positive_int(max_len, "max_len")
-        dropout = check_probability(dropout)
-        if d_model % nhead != 0:
-            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        if not isinstance(activation, str) or activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-        if pos_encoding not in POS_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding)
         self.dtype = as_float_dtype(dtype)
         self.config = dict(vocab_size=vocab_size, d_model=d_model, nhead=nhead, num_layers=num_layers,
                            dim_feedforward=dim_feedforward, dropout=dropout, max_len=max_len,

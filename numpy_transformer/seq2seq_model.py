@@ -23,9 +23,8 @@ import math
 
 import numpy as np
 
-from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
-                      check_probability)
-from .model import ACTIVATIONS, POS_ENCODINGS, ModelBase
+from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int
+from .model import ModelBase, check_model_options
 from .nn import Dropout, Embedding, KVCache, Linear, PositionalEncoding, Transformer
 
 __all__ = ["Seq2SeqModel"]
@@ -60,13 +59,7 @@ class Seq2SeqModel(ModelBase):
         d_model = check_positive_int(d_model, "d_model")
         nhead = check_positive_int(nhead, "nhead")
         max_len = check_positive_int(max_len, "max_len")
-        dropout = check_probability(dropout)
-        if d_model % nhead != 0:
-            raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        if not isinstance(activation, str) or activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-        if pos_encoding not in POS_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding)
         self.dtype = as_float_dtype(dtype)
         self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
                            nhead=nhead, num_encoder_layers=num_encoder_layers,
