@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as TF
 from torch import nn
 
+from . import block as RB
 from . import decoder as RD
 from . import gpt as RG
 from . import modules as R
@@ -184,6 +185,10 @@ MODULES = {
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
+    # torch has no such modules: torch's own scaled_dot_product_attention(enable_gqa=True) ("torch.nn")
+    # or the textbook repeat_interleave twin ("twin"), built from torch.nn's Linear and norms
+    "GroupedQueryAttention": lambda m, twin=False: RB.attention_like(m, twin),
+    "TransformerBlock": lambda m, twin=False: RB.block_like(m, twin),
 }
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
 MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from .. import nn
+from .blocks import BLOCK_KINDS, block_call_args, block_input_grads, build_block, draw_block, make_block_inputs
 from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
                        make_decoder_inputs)
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks, without_causal_hint
@@ -231,6 +232,23 @@ MODULES = {case.name: case for case in [
                                                                  "num_encoder_layers": 1, "custom": None,
                                                                  "unbatched": False, "sizes": _SMALL}),),
                twin=True),
+    # the modern blocks (GQA, rotary, additive bias, SwiGLU, RMSNorm): registry/blocks.py
+    ModuleCase("GroupedQueryAttention", draw_block, build_block,
+               examples=(("H=4, Hkv=2, rotary, causal, shared bias",
+                          {"num_kv_heads": 2, "rope": True, "is_causal": True, "bias_kind": "shared",
+                           "padding": False}),
+                         ("multi-query, padding, per-batch bias", {"num_kv_heads": 1, "rope": False,
+                                                                   "is_causal": False, "bias_kind": "per_batch",
+                                                                   "padding": True})),
+               twin=True),
+    ModuleCase("TransformerBlock", draw_block, build_block,
+               examples=(("Llama-style: RMSNorm, rotary, SwiGLU, GQA, causal",
+                          {"num_kv_heads": 1, "rope": True, "ffn": "swiglu", "norm": "rmsnorm", "norm_first": True,
+                           "is_causal": True, "bias_kind": None, "padding": False}),
+                         ("post-LN, silu, relative-style bias", {"ffn": "silu", "norm": "layernorm",
+                                                                 "norm_first": False, "is_causal": False,
+                                                                 "bias_kind": "shared", "padding": True})),
+               twin=True),
     ModuleCase("TokenEmbedding", _draw_token_embedding,
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
@@ -285,6 +303,8 @@ def make_inputs(cfg, rng):
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
+    if k in BLOCK_KINDS:
+        return make_block_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
     if cfg.get("add_bias_kv") or cfg.get("add_zero_attn"):        # appended keys refuse the hint
@@ -321,6 +341,8 @@ def call_args(cfg, x, other):
         return [x["x"]], {}
     if k in DECODER_KINDS:
         return decoder_call_args(cfg, x, other)
+    if k in BLOCK_KINDS:
+        return block_call_args(cfg, x, other)
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
     if k == "MultiheadAttention":
         return list(_qkv(x)), dict(key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
@@ -348,6 +370,8 @@ def input_grads(module, cfg, dout, x):
         return {}
     if cfg["kind"] in DECODER_KINDS:
         return decoder_input_grads(g, x)
+    if cfg["kind"] in BLOCK_KINDS:
+        return block_input_grads(g, x)
     if cfg["kind"] != "MultiheadAttention":
         return {next(iter(x)): g}
     dq, dk, dv = g
