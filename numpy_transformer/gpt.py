@@ -38,14 +38,17 @@ import numpy as np
 
 from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_number, check_positive_int, \
     check_probability
-from .nn import Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, TransformerEncoderLayer
+from . import functional as F
+from .nn import (Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, RelativePositionBias, RMSNorm,
+                 TransformerBlock, TransformerEncoderLayer)
 from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
 
-__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS"]
+__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config"]
 
-POSITIONS = ("learned", "sinusoidal")
-GPT_ACTIVATIONS = ("gelu", "relu")
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
+GPT_FFNS = ("gelu", "relu", "silu", "swiglu")
+NORMS = ("layernorm", "rmsnorm")
 
 
 @dataclass
@@ -70,11 +73,23 @@ class GPTConfig:
     bias : bool
         Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
         the head never has one.
-    activation : {"gelu", "relu"}
-        The feed-forward activation (exact GELU, as ``torch.nn.functional.gelu``).
+    ffn : {"gelu", "relu", "silu", "swiglu"}
+        The feed-forward: an MLP with that activation (exact GELU, as ``torch.nn.functional.gelu``), or
+        SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's).
     layer_norm_eps : float
-    positions : {"learned", "sinusoidal"}
-        A trained table ``wpe.weight`` (GPT-2) or the fixed sine/cosine table.
+    positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
+        A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q
+        and k in every block (GPT-NeoX, Llama), ALiBi's fixed linear bias on the scores (BLOOM), T5's
+        learned bucketed relative bias (one table shared by the blocks), or nothing (the causal mask
+        alone tells positions apart).
+    norm : {"layernorm", "rmsnorm"}
+        The blocks' and the final norm.
+    num_kv_heads : int, optional
+        Key/value heads of grouped-query attention (default ``n_head``; 1: multi-query).
+    rope_base : float
+        Rotary embeddings' base (10000, the paper's).
+    relative_attention_num_buckets, relative_attention_max_distance : int
+        T5's relative bias: buckets and the distance beyond which all share the last bucket.
     tie_word_embeddings : bool
         The head's weight is the token embedding's (one parameter used twice; its gradient is the sum
         of both uses).
@@ -83,9 +98,11 @@ class GPTConfig:
         GPT-2; the blocks keep torch's initialisation, an untied head torch's ``Linear`` one.
     dtype : {"float32", "float64"}
 
-    Options the next issue adds (RoPE, RMSNorm, SwiGLU, grouped-query attention) become values of
-    ``positions`` ("rope"), a ``norm`` field ("layer_norm" | "rms_norm"), ``activation`` ("swiglu") and
-    an ``n_kv_head`` field; each is validated in :meth:`validate` and read in :class:`GPT` only.
+    With ``norm="layernorm"``, an MLP, ``num_kv_heads`` = ``n_head`` and learned, sinusoidal or no
+    positions, the blocks are ``torch.nn.TransformerEncoderLayer``'s (``h.{i}.self_attn.in_proj_weight``
+    ...); any other choice builds :class:`~numpy_transformer.nn.TransformerBlock` s (``h.{i}.norm1``,
+    ``h.{i}.self_attn.q_proj`` ..., ``h.{i}.mlp.*``). ``llama_config(**kw)`` gives the Llama-style
+    block: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases.
     """
 
     vocab_size: int
@@ -96,9 +113,14 @@ class GPTConfig:
     n_inner: Optional[int] = None
     dropout: float = 0.0
     bias: bool = True
-    activation: str = "gelu"
+    ffn: str = "gelu"
     layer_norm_eps: float = 1e-5
     positions: str = "learned"
+    norm: str = "layernorm"
+    num_kv_heads: Optional[int] = None
+    rope_base: float = 10000.0
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
     tie_word_embeddings: bool = True
     initializer_range: float = 0.02
     dtype: str = "float32"
@@ -117,14 +139,34 @@ class GPTConfig:
         check_probability(self.dropout)
         check_number(self.layer_norm_eps, "layer_norm_eps", low=0, low_open=True)
         check_number(self.initializer_range, "initializer_range", low=0)
-        if self.activation not in GPT_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {GPT_ACTIVATIONS}, got {self.activation!r}")
+        if self.ffn not in GPT_FFNS:
+            raise ValueError(f"ffn must be one of {GPT_FFNS}, got {self.ffn!r}")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.num_kv_heads is not None:
+            check_positive_int(self.num_kv_heads, "num_kv_heads")
+            if self.n_head % self.num_kv_heads:
+                raise ValueError(f"n_head must be a multiple of num_kv_heads, got n_head={self.n_head} and "
+                                 f"num_kv_heads={self.num_kv_heads}")
+        if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
+            raise ValueError(f"positions='rope' needs an even head dimension n_embd/n_head, got "
+                             f"{self.n_embd}/{self.n_head} = {self.n_embd // self.n_head}")
+        check_number(self.rope_base, "rope_base", low=1, low_open=True)
+        check_positive_int(self.relative_attention_num_buckets, "relative_attention_num_buckets")
+        check_positive_int(self.relative_attention_max_distance, "relative_attention_max_distance")
         for name in ("bias", "tie_word_embeddings"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         self.dtype = as_float_dtype(self.dtype).name
+
+    @property
+    def modern(self):
+        """True when the blocks are :class:`~numpy_transformer.nn.TransformerBlock` s (an option torch's
+        encoder layer does not have); False: ``TransformerEncoderLayer``."""
+        return (self.norm != "layernorm" or self.ffn == "swiglu" or self.positions in ("rope", "alibi", "relative")
+                or self.num_kv_heads not in (None, self.n_head))
 
     @property
     def ffn_dim(self):
@@ -171,14 +213,28 @@ class GPT(ModelBase):
         if c.positions == "learned":
             self.wpe = Embedding(c.block_size, d, dtype=dt, seed=rng)
             self.wpe.weight.data[...] = rng.normal(0.0, c.initializer_range, self.wpe.weight.shape)
-        else:
+        elif c.positions == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size, dtype=dt)
+        elif c.positions == "relative":           # one table for every block (T5 shares it across layers)
+            self.relative_position_bias = RelativePositionBias(
+                c.n_head, num_buckets=c.relative_attention_num_buckets,
+                max_distance=c.relative_attention_max_distance, bidirectional=False, dtype=dt, seed=rng)
         self.drop = Dropout(c.dropout, seed=rng.spawn(1)[0])
-        self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout, c.activation,
-                                                    layer_norm_eps=c.layer_norm_eps, batch_first=True,
-                                                    norm_first=True, bias=c.bias, dtype=dt, seed=rng)
-                            for _ in range(c.n_layer))
-        self.ln_f = LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
+        if c.modern:
+            self.h = ModuleList(TransformerBlock(d, c.n_head, c.ffn_dim, num_kv_heads=c.num_kv_heads, dropout=c.dropout,
+                                                 ffn=c.ffn, norm=c.norm, norm_first=True, bias=c.bias,
+                                                 layer_norm_eps=c.layer_norm_eps, rope=c.positions == "rope",
+                                                 rope_base=c.rope_base, dtype=dt, seed=rng)
+                                for _ in range(c.n_layer))
+        else:
+            self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout, c.ffn,
+                                                        layer_norm_eps=c.layer_norm_eps, batch_first=True,
+                                                        norm_first=True, bias=c.bias, dtype=dt, seed=rng)
+                                for _ in range(c.n_layer))
+        if c.norm == "rmsnorm":
+            self.ln_f = RMSNorm(d, eps=c.layer_norm_eps, dtype=dt)
+        else:
+            self.ln_f = LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
         self.lm_head = Linear(d, c.vocab_size, bias=False, dtype=dt, seed=rng)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
@@ -230,22 +286,30 @@ class GPT(ModelBase):
         if past_key_values is not None and past and past_key_values.batch_size != b:
             raise ValueError(f"ids has batch {b} but past_key_values holds {past_key_values.batch_size} rows")
         x = self.wte(ids)                                                        # (B, S, D)
-        if self.config.positions == "learned":
+        positions = self.config.positions
+        if positions == "learned":
             x = x + self.wpe(np.arange(past, past + s))                          # (B, S, D) + (S, D)
-        elif past:
+        elif positions == "sinusoidal" and past:
             x = x + self.pos_encoding.pe[past:past + s]                          # (B, S, D) + (S, D)
-        else:
+        elif positions == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.drop(x)
+        bias, const = self._score_bias(s, past)          # (H, S, past+S) each, or None
         if use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
             for i, block in enumerate(self.h):
-                x = _block_step(block, x, cache, i)
+                if self.config.modern:
+                    x = block.forward_cached(x, cache, i, attn_bias=bias, attn_mask=const)
+                else:
+                    x = _block_step(block, x, cache, i)
+        elif self.config.modern:
+            for block in self.h:
+                x = block(x, attn_bias=bias, is_causal=True, attn_mask=const)     # (B, S, D)
         else:
             for block in self.h:
                 x = block(x, is_causal=True)                                     # (B, S, D)
         logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape))
+        self._save((use_cache, logits.shape, bias is not None))
         return (logits, cache) if use_cache else logits
 
     def backward(self, dlogits):
@@ -255,22 +319,40 @@ class GPT(ModelBase):
         the shared parameter and ``wte.backward`` then adds the embedding use's scatter-add: the
         tied gradient is the sum of both (docs/derivations.md).
         """
-        cached, shape = self._take()
+        cached, shape, has_bias = self._take()
         if cached:
             raise RuntimeError("GPT.backward() after a cached forward (use_cache=True / past_key_values): incremental "
                                "decoding is inference only and keeps nothing for a backward; train with the full "
                                "forward, model(ids)")
         dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
         dx = self.ln_f.backward(self.lm_head.backward(dlogits))                  # (B, S, D)
+        dbias = 0
         for block in reversed(list(self.h)):
-            dx = block.backward(dx)
+            if has_bias:                  # the relative bias table feeds every block: its gradients add
+                dx, db = block.backward(dx)
+                dbias = dbias + db                                               # (H, S, S)
+            else:
+                dx = block.backward(dx)
         dx = self.drop.backward(dx)
+        if has_bias:
+            self.relative_position_bias.backward(dbias)
         if self.config.positions == "learned":
             self.wpe.backward(dx.sum(axis=0))                                    # (S, D): shared by the batch
-        else:
+        elif self.config.positions == "sinusoidal":
             dx = self.pos_encoding.backward(dx)
         self.wte.backward(dx)
         return None
+
+    def _score_bias(self, s, past):
+        """What the positions add to the scores of the S new queries over the past + S keys:
+        ``(bias, constant)``, the learned relative bias (H, S, past+S) (its gradient flows back to the
+        table) and ALiBi's fixed one (H, S, past+S); None where the scheme adds nothing."""
+        c = self.config
+        if c.positions == "relative":
+            return self.relative_position_bias(s, past + s, offset=past), None
+        if c.positions == "alibi":
+            return None, F.alibi_bias(c.n_head, s, past + s, dtype=self.dtype)
+        return None, None
 
     def generate(self, ids, max_new_tokens, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.generation.generate`."""
@@ -280,7 +362,8 @@ class GPT(ModelBase):
     def extra_repr(self):
         c = self.config
         return (f"vocab_size={c.vocab_size}, block_size={c.block_size}, n_layer={c.n_layer}, n_head={c.n_head}, "
-                f"n_embd={c.n_embd}, positions={c.positions!r}, tie_word_embeddings={c.tie_word_embeddings}, "
+                f"n_embd={c.n_embd}, positions={c.positions!r}, norm={c.norm!r}, ffn={c.ffn!r}, "
+                f"num_kv_heads={c.num_kv_heads}, tie_word_embeddings={c.tie_word_embeddings}, "
                 f"dtype={c.dtype}")
 
 
@@ -290,3 +373,13 @@ def _block_step(block, x, cache, slot):
     a = cached_attention(block.self_attn, block.norm1(x), cache, slot)           # (B, S, D)
     x = x + block.dropout1(a)
     return x + block._ff_block(block.norm2(x))                                   # (B, S, D)
+
+
+def llama_config(vocab_size, **kwargs):
+    """A :class:`GPTConfig` with Llama's block: RMSNorm, rotary positions, SwiGLU, grouped-query attention
+    (``num_kv_heads`` default ``max(1, n_head // 2)``), no biases, an untied head; ``kwargs`` override."""
+    cfg = dict(vocab_size=vocab_size, positions="rope", norm="rmsnorm", ffn="swiglu", bias=False,
+               tie_word_embeddings=False)
+    cfg.update(kwargs)
+    cfg.setdefault("num_kv_heads", max(1, cfg.get("n_head", GPTConfig.n_head) // 2))
+    return GPTConfig(**cfg)

@@ -27,7 +27,9 @@ from torch import nn
 import numpy_transformer as nt
 
 from .convert import torch_dtype
-from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer
+from . import block as RB
+from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer, activation
+from .position_bias import RelativePositionBias, alibi_bias
 
 __all__ = ["GPT", "to_torch", "from_torch", "greedy"]
 
@@ -45,14 +47,27 @@ class GPT(ReferenceModule):
         self.wte = nn.Embedding(c.vocab_size, d, **kw)
         if c.positions == "learned":
             self.wpe = nn.Embedding(c.block_size, d, **kw)
-        else:
+        elif c.positions == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size)
+        elif c.positions == "relative":
+            self.relative_position_bias = RelativePositionBias(
+                c.n_head, c.relative_attention_num_buckets, c.relative_attention_max_distance, bidirectional=False,
+                **kw)
         self.drop = Dropout(c.dropout)
-        layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
-        self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=c.activation,
-                                     layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
-                                     bias=c.bias, **kw) for _ in range(c.n_layer))
-        self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)
+        if c.modern:
+            self.h = nn.ModuleList(RB.TransformerBlock(d, c.n_head, c.ffn_dim, c.num_kv_heads, c.dropout, c.ffn, c.norm,
+                                                       True, c.bias, c.layer_norm_eps, c.positions == "rope",
+                                                       c.rope_base, use_sdpa=not twin, **kw)
+                                   for _ in range(c.n_layer))
+        else:
+            layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
+            self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=activation(c.ffn),
+                                         layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
+                                         bias=c.bias, **kw) for _ in range(c.n_layer))
+        if c.norm == "rmsnorm":
+            self.ln_f = nn.RMSNorm(d, eps=c.layer_norm_eps, **kw)
+        else:
+            self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)
         self.lm_head = nn.Linear(d, c.vocab_size, bias=False, **kw)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight
@@ -62,7 +77,17 @@ class GPT(ReferenceModule):
         x = self.wte(ids)                                                            # (B, S, D)
         if self.config.positions == "learned":
             return x + self.wpe(torch.arange(past, past + s))
-        return x + self.pos_encoding.pe[past:past + s].to(x.dtype)
+        if self.config.positions == "sinusoidal":
+            return x + self.pos_encoding.pe[past:past + s].to(x.dtype)
+        return x
+
+    def _bias(self, s, t, dtype):
+        """The relative bias (H, S, T) (learned) or ALiBi's (H, S, T) (a constant) of the last S queries."""
+        if self.config.positions == "relative":
+            return self.relative_position_bias(s, t)
+        if self.config.positions == "alibi":
+            return alibi_bias(self.config.n_head, s, t, dtype)
+        return None
 
     def forward(self, ids, past_key_values=None, use_cache=False):
         ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
@@ -70,6 +95,11 @@ class GPT(ReferenceModule):
             return self._cached_forward(ids, past_key_values)
         x = self.drop(self._embed(ids, 0))
         s = ids.shape[1]
+        if self.config.modern:
+            bias = self._bias(s, s, x.dtype)
+            for block in self.h:
+                x = block(x, attn_bias=bias, is_causal=True)
+            return self.lm_head(self.ln_f(x))                                        # (B, S, V)
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend
         for block in self.h:
             x = block(x, src_mask=causal, is_causal=True)

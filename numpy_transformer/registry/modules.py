@@ -136,13 +136,19 @@ def _draw_positional(c, cfg, min_width, min_len):
     cfg.update(B=c.integers(1, 3), S=c.integers(1, 6), D=c.integers(1, 6), max_len=c.integers(6, 12))
 
 
-def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, activation=None):
-    h = c.integers(1, 3)
+def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, ffn=None, norm=None,
+              num_kv_heads="draw"):
+    h = c.integers(1, 4)
     b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6)
-    cfg.update(V=c.integers(2, 9), H=h, D=h * c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4),
-               F=c.integers(min_width, 8), n_layer=c.integers(1, 2), ids_shape=(b, s), block_size=s + c.integers(0, 2),
-               bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2), activation=_pick(c, ("gelu", "relu"), activation),
-               positions=_pick(c, ("learned", "sinusoidal"), positions),
+    positions = _pick(c, ("learned", "sinusoidal", "rope", "alibi", "relative", "none"), positions)
+    dh = c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4)
+    dh += dh % 2 if positions == "rope" else 0                  # rotary pairs need an even head width
+    kv = c.choice([k for k in range(1, h + 1) if h % k == 0]) if num_kv_heads == "draw" else num_kv_heads
+    cfg.update(V=c.integers(2, 9), H=h, D=h * dh, F=c.integers(min_width, 8), n_layer=c.integers(1, 2),
+               ids_shape=(b, s), block_size=s + c.integers(0, 2), bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2),
+               ffn=_pick(c, ("gelu", "relu", "silu", "swiglu"), ffn), positions=positions,
+               norm=_pick(c, ("layernorm", "rmsnorm"), norm), num_kv_heads=kv,
+               buckets=c.integers(2, 8), max_distance=c.integers(2, 10),
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
 
 
@@ -150,7 +156,9 @@ def _build_gpt(cfg):
     from ..gpt import GPT, GPTConfig
     return GPT(GPTConfig(cfg["V"], block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["H"],
                          n_embd=cfg["D"], n_inner=cfg["F"], dropout=cfg["dropout"], bias=cfg["bias"],
-                         activation=cfg["activation"], layer_norm_eps=cfg["eps"], positions=cfg["positions"],
+                         ffn=cfg["ffn"], layer_norm_eps=cfg["eps"], positions=cfg["positions"], norm=cfg["norm"],
+                         num_kv_heads=cfg["num_kv_heads"], relative_attention_num_buckets=cfg["buckets"],
+                         relative_attention_max_distance=cfg["max_distance"],
                          tie_word_embeddings=cfg["tie_word_embeddings"], dtype=cfg["dtype"]), seed=cfg["seed"])
 
 
@@ -255,9 +263,15 @@ MODULES = {case.name: case for case in [
                lambda cfg: nn.PositionalEncoding(cfg["D"], max_len=cfg["max_len"], dtype=_dt(cfg))),
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
-               examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
+               examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True, "ffn": "gelu",
+                                            "norm": "layernorm", "num_kv_heads": None}),
                          ("sinusoidal, untied, relu", {"positions": "sinusoidal", "tie_word_embeddings": False,
-                                                       "activation": "relu"})), twin=True),
+                                                       "ffn": "relu", "norm": "layernorm", "num_kv_heads": None}),
+                         ("Llama-style: rope, RMSNorm, SwiGLU, MQA", {"positions": "rope", "norm": "rmsnorm",
+                                                                      "ffn": "swiglu", "num_kv_heads": 1,
+                                                                      "tie_word_embeddings": False}),
+                         ("relative bias, tied", {"positions": "relative", "norm": "layernorm", "ffn": "gelu",
+                                                  "num_kv_heads": None, "tie_word_embeddings": True})), twin=True),
 ]}
 
 KINDS = tuple(MODULES)
