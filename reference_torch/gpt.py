@@ -51,8 +51,8 @@ class GPT(ReferenceModule):
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size)
         elif c.positions == "relative":
             self.relative_position_bias = RelativePositionBias(
-                c.n_head, c.relative_attention_num_buckets, c.relative_attention_max_distance, bidirectional=False,
-                **kw)
+                c.n_head, c.relative_attention_num_buckets, c.relative_attention_max_distance,
+                bidirectional=False).to(kw["dtype"])
         self.drop = Dropout(c.dropout)
         if c.modern:
             self.h = nn.ModuleList(RB.TransformerBlock(d, c.n_head, c.ffn_dim, c.num_kv_heads, c.dropout, c.ffn, c.norm,
@@ -86,7 +86,7 @@ class GPT(ReferenceModule):
         if self.config.positions == "relative":
             return self.relative_position_bias(s, t)
         if self.config.positions == "alibi":
-            return alibi_bias(self.config.n_head, s, t, dtype)
+            return alibi_bias(self.config.n_head, s, t, dtype)          # from the paper's get_slopes
         return None
 
     def forward(self, ids, past_key_values=None, use_cache=False):

@@ -31,7 +31,7 @@ import numpy_transformer as nt
 from . import block as RB
 from .convert import numpy_dtype, torch_dtype
 from .modules import activation, set_dropout_masks
-from .position_bias import RelativePositionBias
+from .position_bias import RelativePositionBias, alibi_bias
 
 activation_fn = activation           # the constructor's ``activation`` argument shadows the function
 BIAS_POSITIONS = ("relative", "alibi")
@@ -62,7 +62,7 @@ class TorchTransformerModel(nn.Module):
             pe = torch.from_numpy(nt.sinusoidal_table(max_len, d_model, np.float64)).to(dtype)
             self.register_buffer("pe", pe, persistent=False)
         elif pos_encoding == "relative":
-            self.relative_position_bias = RelativePositionBias(nhead, bidirectional=True, **kw)
+            self.relative_position_bias = RelativePositionBias(nhead, bidirectional=True).to(dtype)
         self.dropout = nn.Dropout(dropout)
         if pos_encoding in BIAS_POSITIONS:       # nt.TransformerBlock layers (a bias on the scores)
             self.layers = nn.ModuleList(RB.TransformerBlock(d_model, nhead, dim_feedforward, None, dropout, activation,
@@ -110,8 +110,10 @@ class TorchTransformerModel(nn.Module):
         bias = const = None
         if self.pos_kind == "relative":
             bias = self.relative_position_bias(s, s)                                  # (H, S, S), learned
-        else:
-            const = torch.from_numpy(nt.model.alibi_encoder_bias(self.nhead, s, is_causal, np.float64)).to(x.dtype)
+        elif is_causal:
+            const = alibi_bias(self.nhead, s, s, x.dtype)
+        else:                                          # symmetric for a bidirectional encoder: -m |i - j|
+            const = -alibi_bias(self.nhead, s, s, x.dtype).abs()
         if kpm is not None:
             kp = (torch.zeros(b, s, dtype=x.dtype).masked_fill(kpm, -math.inf) if kpm.dtype == torch.bool
                   else kpm.to(x.dtype)).reshape(b, 1, 1, s)
