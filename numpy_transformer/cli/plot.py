@@ -5,8 +5,8 @@
       encoder: its self-attention, the tokens on both axes;
       seq2seq: the decoder's cross-attention, target tokens (rows: the model's greedy decode of the
         source --tokens) against source tokens (columns); --which self: its causal self-attention;
-      gpt: a block's causal self-attention over the prompt (--tokens "123+456") and its greedy answer
-      (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
+      gpt: a block's causal self-attention over the prompt (--tokens "123+456") and its greedy
+        answer (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
   plot positional [--d-model 128 --max-len 100] --out positional.png
       the sinusoidal table as a heatmap and a few dimensions as sin/cos curves
       (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
