@@ -130,8 +130,8 @@ def test_cli_predict_bad_tokens(tmp_path, capsys):
     assert "--tokens: the model reads sources of 1 to 5 tokens; got 6" in capsys.readouterr().err
     assert main(["predict", str(path), "--tokens", "1 4"]) == 2
     assert "--tokens: source ids must lie in [3, 10)" in capsys.readouterr().err
-    assert main(["plot", "attention", str(path), "--out", str(tmp_path / "a.png")]) == 2
-    assert "plot attention draws encoder checkpoints" in capsys.readouterr().err
+    assert main(["plot", "attention", str(path), "--tokens", "1 4", "--out", str(tmp_path / "a.png")]) == 2
+    assert "--tokens: source ids must lie in [3, 10)" in capsys.readouterr().err   # predict's validator
 
 
 # -- the README's table: >= 99% held-out exact match (minutes each on 2 cores) ---------------------------------
