@@ -43,8 +43,8 @@ class RopeCache(NamedTuple):
 def _check_head_dim(head_dim, name, shape=None):
     if isinstance(head_dim, (bool, np.bool_)) or not isinstance(head_dim, (int, np.integer)) or head_dim < 2 \
             or head_dim % 2:
-        where = f" (the last dimension of {name}, shape {tuple(shape)})" if shape is not None else ""
-        raise ValueError(f"rotary embeddings rotate feature pairs, so Dh{where} must be a positive even int, "
+        what = f"Dh (the last dimension of {name}, shape {tuple(shape)})" if shape is not None else f"{name} (Dh)"
+        raise ValueError(f"rotary embeddings rotate feature pairs, so {what} must be a positive even int, "
                          f"got {head_dim!r}")
 
 
