@@ -184,6 +184,7 @@ MODULES = {
     # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
+    "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
 }

@@ -244,3 +244,47 @@ def test_bad_input_is_refused_with_a_clear_message(call, exc, words):
     msg = str(err.value)
     for w in words:
         assert w in msg, (w, msg)
+
+
+# --------------------------------------------------------------------------------------------------
+# the module
+# --------------------------------------------------------------------------------------------------
+
+def test_rotary_embedding_module_is_the_functional_pair():
+    import numpy_transformer as nt
+    rng = np.random.default_rng(3)
+    for dtype in (np.float64, np.float32):
+        m = nt.RotaryEmbedding(8, base=500.0, interleaved=True)
+        assert m.parameters() == [] and m.state_dict() == {} and "interleaved=True" in repr(m)
+        x, dout = rng.standard_normal((2, 2, 3, 5, 8)).astype(dtype)
+        pos = np.arange(5) + 11
+        out = m(x, pos)
+        ref, cache = F.rope_forward(x, pos, 500.0, True)
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(m.backward(dout), F.rope_backward(dout, cache))
+        assert out.dtype == dtype
+
+
+def test_rotary_embedding_refuses_bad_input_and_stays_usable():
+    import numpy_transformer as nt
+    for kwargs, exc, words in [({"dim": 5}, ValueError, ["dim", "even", "5"]), ({"dim": 0}, ValueError, ["dim"]),
+                               ({"dim": 4, "base": -1.0}, ValueError, ["base", "-1.0"]),
+                               ({"dim": 4, "interleaved": 1}, TypeError, ["interleaved", "1"])]:
+        with pytest.raises(exc) as err:
+            nt.RotaryEmbedding(**kwargs)
+        assert all(w in str(err.value) for w in words), str(err.value)
+    m = nt.RotaryEmbedding(4)
+    x = np.random.default_rng(4).standard_normal((2, 3, 4))
+    for bad, exc, word in [(np.zeros((2, 3, 6)), ValueError, "(..., S, 4)"), (x.astype(int), TypeError, "int64"),
+                           (x.astype(np.float16), TypeError, "float16")]:
+        with pytest.raises(exc, match=None) as err:
+            m(bad)
+        assert word in str(err.value)
+    with pytest.raises(TypeError, match="positions"):
+        m(x, np.arange(3.0))
+    with pytest.raises(RuntimeError):
+        m.backward(x)                                                 # nothing saved by the refused calls
+    out = m(x)
+    with pytest.raises(ValueError, match="dout"):
+        m.backward(np.zeros((2, 3)))
+    np.testing.assert_allclose(m.backward(out), x, atol=1e-15)        # the refused backward kept the cache
