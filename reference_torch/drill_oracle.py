@@ -102,6 +102,8 @@ _RUNNERS = {
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
     "positional_encoding": _positional,
+    "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
+                                                  "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),
     "scaled_dot_product_attention": _attention,
     "multi_head_attention": _mha,
     "encoder_layer": _encoder,

@@ -26,6 +26,7 @@ from torch import nn
 from . import decoder as RD
 from . import gpt as RG
 from . import modules as R
+from . import rope as RR
 from .convert import to_torch, torch_dtype
 
 __all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
@@ -117,6 +118,7 @@ OPS = {
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
     "multi_head_attention": _mha,
+    "rope": RR.rope,                                 # torch has no RoPE: HF's rotate_half, Meta's complex twin
     "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
         TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
                          label_smoothing=label_smoothing),
@@ -182,6 +184,7 @@ MODULES = {
     # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
+    "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
 }

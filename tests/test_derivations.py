@@ -543,6 +543,18 @@ def _check_kv_cache(ns):
         close(f"S={s}: cached steps vs the causal full forward", out=(ns["decode_with_cache"](q, k, v), full))
 
 
+@check("rope")
+def _check_rope(ns):
+    rng = np.random.default_rng(20)
+    for lead, s, dh, base, inter in [((), 1, 2, 10000.0, False), ((2, 3), 5, 8, 10000.0, False),
+                                     ((3,), 4, 6, 500.0, True), ((2,), 3, 4, 10000.0, True)]:
+        x, dout = rng.standard_normal((2,) + lead + (s, dh))
+        pos = rng.integers(0, 200, size=s)
+        out, cache = F.rope_forward(x, pos, base, inter)
+        close(f"{lead + (s, dh)}, interleaved={inter}", out=(ns["rope_rotate"](x, pos, base, inter), out),
+              dx=(ns["rope_grad"](dout, pos, base, inter), F.rope_backward(dout, cache)))
+
+
 # --------------------------------------------------------------------------------------------------
 # tests
 # --------------------------------------------------------------------------------------------------

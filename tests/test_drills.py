@@ -142,6 +142,11 @@ import numpy as np
 from numpy_transformer import nn
 def positional_encoding(S, D): return nn.sinusoidal_table(S, D, np.float64)
 """,
+    "rope": """
+from numpy_transformer import functional as F
+def rope_forward(x, positions, base=10000.0, interleaved=False): return F.rope_forward(x, positions, base, interleaved)
+def rope_backward(dy, cache): return F.rope_backward(dy, cache)
+""",
     "scaled_dot_product_attention": """
 from numpy_transformer import functional as F
 def attention_forward(q, k, v, mask=None, causal=False):
@@ -347,6 +352,13 @@ MISTAKES = {
     ("multi_head_attention", "mha_backward_qkv_not_summed"): [("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq")],
     ("multi_head_attention", "mha_backward_no_rowsum"): [
         ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * scale", "dA = P * dP * scale")],
+
+    ("rope", "rope_wrong_layout"): [("if interleaved:", "if not interleaved:")],
+    ("rope", "rope_freq_missing_two"): [("w = base ** (-np.arange(0, dh, 2) / dh)", "w = base ** (-np.arange(dh // 2) / dh)")],
+    ("rope", "rope_sin_sign_flipped"): [("out[..., first] = a * cos - b * sin", "out[..., first] = a * cos + b * sin"),
+                                        ("out[..., second] = a * sin + b * cos", "out[..., second] = -a * sin + b * cos")],
+    ("rope", "rope_backward_same_rotation"): [("return _rotate(dy, cos, -sin, first, second)",
+                                               "return _rotate(dy, cos, sin, first, second)")],
 
     ("encoder_layer", "enc_norm_placement"): [("if norm_first:", "if not norm_first:")],
     ("encoder_layer", "enc_residual_grad_dropped"): [

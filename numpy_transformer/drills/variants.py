@@ -136,6 +136,46 @@ def rms_norm_impl(center=False, eps_outside=False, backward="correct"):
 
 
 # --------------------------------------------------------------------------------------------------
+# rotary position embeddings
+# --------------------------------------------------------------------------------------------------
+
+
+def rope_impl(layout="asked", exponent="pair", sin_sign=1.0, backward="transpose"):
+    """``layout``: "asked" (the pairs ``interleaved`` asks for), "swapped" (the other one), "half" or
+    "interleaved" (one layout hard-coded whatever is asked); ``exponent``: "pair" (base^(-2i/Dh),
+    correct) or "no_two" (base^(-i/Dh)); ``sin_sign=-1``: the sine's sign flipped in the forward
+    (``cat(x2, -x1)`` for rotate_half: a rotation by -theta), its backward still the transpose of what
+    the forward did; ``backward="same_rotation"``: dx rotated by +theta like the forward (not R^T)."""
+
+    def _split(n, interleaved):
+        pairs_2i = {"asked": interleaved, "swapped": not interleaved, "half": False, "interleaved": True}[layout]
+        idx = np.arange(n)
+        return (idx[0::2], idx[1::2]) if pairs_2i else (idx[: n // 2], idx[n // 2:])
+
+    def _turn(x, cos, sin, first, second):
+        out = np.empty_like(x)
+        a, b = x[..., first], x[..., second]
+        out[..., first] = a * cos - b * sin
+        out[..., second] = a * sin + b * cos
+        return out
+
+    def rope_forward(x, positions, base=10000.0, interleaved=False):
+        dh = x.shape[-1]
+        i = np.arange(dh // 2, dtype=np.float64)
+        freq = base ** (-(i if exponent == "no_two" else 2 * i) / dh)
+        theta = np.asarray(positions, dtype=np.float64)[:, None] * freq          # (S, Dh/2)
+        cos, sin = np.cos(theta), sin_sign * np.sin(theta)
+        first, second = _split(dh, interleaved)
+        return _turn(x, cos, sin, first, second), (cos, sin, first, second)
+
+    def rope_backward(dy, cache):
+        cos, sin, first, second = cache
+        return _turn(dy, cos, sin if backward == "same_rotation" else -sin, first, second)
+
+    return SimpleNamespace(rope_forward=rope_forward, rope_backward=rope_backward)
+
+
+# --------------------------------------------------------------------------------------------------
 # gelu
 # --------------------------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ is the import path):
 ``attention.py``                  ``scaled_dot_product_attention_forward/backward``
 ``multi_head_attention.py``       ``multi_head_attention_forward/backward``
 ``tiled_attention.py``            ``flash_attention_forward/backward`` (memory linear in S)
+``rope.py``                       ``rope_forward/backward``, ``rope_cos_sin``, ``rope_apply`` (rotary)
 ================================  ==============================================================
 """
 
@@ -42,6 +43,7 @@ from .multi_head_attention import (MultiHeadAttentionCache, _merge_heads, _split
                                    multi_head_attention_backward, multi_head_attention_forward)
 from .norms import (LayerNormCache, RMSNormCache, layer_norm_backward, layer_norm_forward, rms_norm_backward,
                     rms_norm_forward)
+from .rope import RopeCache, rope_apply, rope_backward, rope_cos_sin, rope_forward
 from .softmax import SoftmaxCache, _softmax_inplace, softmax_backward, softmax_forward
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
@@ -58,5 +60,6 @@ __all__ = [
     "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
     "multi_head_attention_forward", "multi_head_attention_backward",
     "flash_attention_forward", "flash_attention_backward",
+    "rope_forward", "rope_backward", "rope_cos_sin", "rope_apply",
     "merge_masks", "causal_mask", "module_to_sdpa_mask", "is_causal_mask", "check_causal_hint", "erf", "erfc",
 ]

@@ -24,6 +24,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
+* ``rotary.py`` — :class:`RotaryEmbedding` (rotary position embeddings, no parameters).
 * ``kv_cache.py`` — :class:`KVCache`, :func:`cached_attention` (incremental decoding, inference only).
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
@@ -37,6 +38,7 @@ from .kv_cache import KVCache, cached_attention
 from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
+from .rotary import RotaryEmbedding
 from .seq2seq import Transformer
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
@@ -46,3 +48,4 @@ __all__ = [
     "PositionalEncoding", "dropout_masks", "IncompatibleKeys", "KVCache", "cached_attention",
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+__all__ += ["RotaryEmbedding"]

@@ -173,6 +173,15 @@ def _build_encoder(cfg):
 # the decoder kinds' gradcheck rows: small enough for quick finite differences, S != T, two heads
 _SMALL = dict(B=2, S=3, T=2, H=2, Dh=2, F=3)
 
+
+def _draw_rotary(c, cfg, min_width, min_len, interleaved=None, positions=None):
+    """x (lead..., S, D) heads, D even; positions default (arange(S)) or an offset (S,) array."""
+    cfg.update(lead=_lead_shape(c), S=c.integers(max(min_len, 1), 4),
+               D=2 * c.integers(max(1, (min_width + 1) // 2), 3), base=c.choice((10000.0, 100.0)),
+               interleaved=_pick(c, (False, True), interleaved),
+               positions=c.boolean() if positions is None else positions, offset=c.integers(0, 30))
+
+
 MODULES = {case.name: case for case in [
     ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
                                                             dtype=_dt(cfg), seed=cfg["seed"])),
@@ -235,6 +244,10 @@ MODULES = {case.name: case for case in [
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
                lambda cfg: nn.PositionalEncoding(cfg["D"], max_len=cfg["max_len"], dtype=_dt(cfg))),
+    ModuleCase("RotaryEmbedding", _draw_rotary,
+               lambda cfg: nn.RotaryEmbedding(cfg["D"], base=cfg["base"], interleaved=cfg["interleaved"]),
+               examples=(("rotate half", {"interleaved": False}),
+                         ("interleaved, positions", {"interleaved": True, "positions": True}))),
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
                examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
@@ -283,6 +296,10 @@ def make_inputs(cfg, rng):
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
     if k == "PositionalEncoding":
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
+    if k == "RotaryEmbedding":
+        s = cfg["S"]
+        pos = cfg["offset"] + rng.permutation(s) if cfg["positions"] else None
+        return {"x": rng.standard_normal(cfg["lead"] + (s, cfg["D"])).astype(dt)}, {"positions": pos}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
@@ -319,6 +336,8 @@ def call_args(cfg, x, other):
         return [other["ids"]], {}
     if k == "PositionalEncoding":
         return [x["x"]], {}
+    if k == "RotaryEmbedding":
+        return [x["x"]], {"positions": other["positions"]}
     if k in DECODER_KINDS:
         return decoder_call_args(cfg, x, other)
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]

@@ -284,6 +284,23 @@ def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=No
     return Draw(inputs, static)
 
 
+def _draw_rope(c, dtype, positions=None, interleaved=None, s=None):
+    """x (lead..., S, Dh) with Dh even; positions the default arange(S), a shuffled or offset (S,) array
+    (negative ones included: a decode step at offset t, a left-padded row), or per-sequence positions
+    (lead[0], 1.., S) broadcast over the other leading axes; a base from 2 to 1e6."""
+    rng = c.rng()
+    lead, s, dh = _lead(c), c.integers(1, 5) if s is None else s, 2 * c.integers(1, 4)
+    positions = c.choice(("default", "offset", "batch")) if positions is None else positions
+    static = {"base": c.choice((10000.0, 2.0, c.log_uniform(10.0, 1e6))),
+              "interleaved": c.boolean() if interleaved is None else interleaved}
+    if positions == "offset":
+        static["positions"] = rng.permutation(s) + c.integers(-3, 50)
+    elif positions == "batch":
+        lead = lead or (2,)
+        static["positions"] = rng.integers(-2, 40, size=lead[:1] + (1,) * (len(lead) - 1) + (s,))
+    return Draw({"x": _n(rng, lead + (s, dh), dtype)}, static)
+
+
 # --------------------------------------------------------------------------------------------------
 # adapters for the pairs whose signature is not (x, ...) -> (out, cache)
 # --------------------------------------------------------------------------------------------------
@@ -381,4 +398,8 @@ OPS = {case.name: case for case in [
                                           "zero_attn": False}),
                      ("add_bias_kv, add_zero_attn, padding", {"mode": "self", "mask": "causal_bool+padding",
                                                               "bias_kv": True, "zero_attn": True}))),
+    OpCase("rope", *_pair("rope_forward", "rope_backward", ("x",)), _draw_rope,
+           examples=(("rotate half", {"positions": "default", "interleaved": False, "s": 4}),
+                     ("interleaved, offset positions", {"positions": "offset", "interleaved": True, "s": 3}),
+                     ("per-sequence positions", {"positions": "batch", "interleaved": False, "s": 3}))),
 ]}
