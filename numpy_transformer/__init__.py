@@ -17,6 +17,7 @@ from .loss import CrossEntropyLoss
 from .model import TransformerModel
 from .gpt import GPT, GPTConfig
 from .nn import KVCache
+from .nn import RelativePositionBias
 from . import generation
 from .seq2seq_model import Seq2SeqModel
 from . import tasks_seq2seq
@@ -35,3 +36,4 @@ __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
+__all__ += ["RelativePositionBias"]

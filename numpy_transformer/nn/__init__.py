@@ -28,6 +28,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
 * ``seq2seq.py`` — :class:`Transformer` (the encoder-decoder).
+* ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
 """
 
 from .activations import GELU, ReLU, activation_module
@@ -37,6 +38,7 @@ from .kv_cache import KVCache, cached_attention
 from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
+from .position_bias import RelativePositionBias
 from .seq2seq import Transformer
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
@@ -46,3 +48,4 @@ __all__ = [
     "PositionalEncoding", "dropout_masks", "IncompatibleKeys", "KVCache", "cached_attention",
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+__all__ += ["RelativePositionBias"]
