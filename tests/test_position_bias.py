@@ -280,3 +280,35 @@ def test_module_refusals_leave_it_usable():
     m.backward(np.ones(b.shape, np.float32))                                  # the cache survived
     with pytest.raises(RuntimeError, match="backward"):
         m.backward(np.ones(b.shape, np.float32))
+
+
+# ------------------------------------------------------------------------------------------------
+# plugging a bias into attention (what the models will do)
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["alibi", "relative"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_bias_as_a_float_attn_mask_of_multihead_attention_matches_torch(kind, causal):
+    """An (H, S, T) bias tiled to a float (B*H, S, T) attn_mask (plus -inf above the diagonal when
+    causal) is added to the scaled scores, in nt.MultiheadAttention as in torch.nn.MultiheadAttention:
+    output and input gradient agree. (Our backward returns no gradient for attn_mask: a learned bias's
+    gradient needs the score gradient summed over the batch, which the attention backward does not
+    return.)"""
+    b, s, h, d = 2, 5, 2, 6
+    rng = np.random.default_rng(3)
+    bias = F.alibi_bias(h, s, s) if kind == "alibi" else \
+        nt.RelativePositionBias(h, 8, 6, bidirectional=not causal, dtype=np.float64, seed=0)(s, s)
+    mask = np.tile(bias, (b, 1, 1))                                           # (B*H, S, T), batch-major
+    if causal:
+        mask = np.where(F.causal_mask(s), -np.inf, mask)
+    ours = nt.MultiheadAttention(d, h, batch_first=True, dtype=np.float64, seed=1)
+    ref = torch_module(ours).double()
+    x = rng.standard_normal((b, s, d))
+    out, _ = ours(x, x, x, attn_mask=mask, need_weights=False)
+    xt = torch.from_numpy(x).requires_grad_(True)
+    out_t = ref(xt, xt, xt, attn_mask=torch.from_numpy(mask), need_weights=False)[0]
+    dout = rng.standard_normal(out.shape)
+    dq, dk, dv = ours.backward(dout)
+    out_t.backward(torch.from_numpy(dout))
+    assert_close({"out": (out, out_t), "dx": (dq + dk + dv, xt.grad),
+                  "grad.in_proj_weight": (ours.in_proj_weight.grad, ref.in_proj_weight.grad)})
