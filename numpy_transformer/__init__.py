@@ -18,6 +18,7 @@ from .model import TransformerModel
 from .gpt import GPT, GPTConfig
 from .nn import KVCache
 from .nn import RotaryEmbedding
+from .nn import RelativePositionBias
 from . import generation
 from .seq2seq_model import Seq2SeqModel
 from . import tasks_seq2seq
@@ -37,3 +38,4 @@ __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
 __all__ += ["RotaryEmbedding"]
+__all__ += ["RelativePositionBias"]

@@ -88,6 +88,19 @@ def _attention(c):
                 else None}, c["dout"], {"out": "out", "dq": "query", "dk": "key", "dv": "value"})
 
 
+def _relative_position_bias(c):
+    # the buckets from the Hugging Face T5 twin's function, the lookup and its gradient from the table's op
+    from .position_bias import relative_position_bucket
+    s, t, nb = c["S"], c["T"], c["W"].shape[0]
+    rel = torch.arange(t)[None, :] - (torch.arange(s)[:, None] + t - s)
+    buckets = relative_position_bucket(rel, c["bidirectional"], nb, c["max_distance"]).numpy()
+    res = _op("relative_position_bias", {"weight": c["W"], "buckets": buckets}, {}, c["dbias"],
+              {"bias": "out", "dW": "weight"}, nondiff=("buckets",))
+    res["buckets"] = relative_position_bucket(torch.from_numpy(np.asarray(c["rel"], dtype=np.int64)),
+                                              c["bidirectional"], nb, c["max_distance"]).numpy()
+    return res
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -101,6 +114,7 @@ _RUNNERS = {
                                {"out": "out", "dW": "weight"}, nondiff=("ids",)),
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
+    "relative_position_bias": _relative_position_bias,
     "positional_encoding": _positional,
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
                                                   "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),

@@ -27,6 +27,7 @@ from . import decoder as RD
 from . import gpt as RG
 from . import modules as R
 from . import rope as RR
+from . import position_bias as RP
 from .convert import to_torch, torch_dtype
 
 __all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
@@ -119,6 +120,8 @@ OPS = {
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
     "multi_head_attention": _mha,
     "rope": RR.rope,                                 # torch has no RoPE: HF's rotate_half, Meta's complex twin
+    # T5's lookup W[buckets] -> (H, S, T): torch's embedding of the (query, key) pairs' buckets
+    "relative_position_bias": lambda weight, buckets: TF.embedding(buckets, weight).permute(2, 0, 1),
     "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
         TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
                          label_smoothing=label_smoothing),
@@ -187,6 +190,9 @@ MODULES = {
     "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
+    # torch has no T5 bias: the twin transcribes Hugging Face's T5Attention (relative_attention_bias, compute_bias)
+    "RelativePositionBias": lambda m, twin=False: RP.RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
+                                                                          m.bidirectional),
 }
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
 MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))

@@ -555,6 +555,27 @@ def _check_rope(ns):
               dx=(ns["rope_grad"](dout, pos, base, inter), F.rope_backward(dout, cache)))
 
 
+@check("alibi")
+def _check_alibi(ns):
+    for h in range(1, 13):
+        for s, t in [(1, 1), (4, 4), (1, 6), (3, 5)]:
+            close(f"H={h}, S={s}, T={t}", bias=(ns["alibi"](h, s, t), F.alibi_bias(h, s, t)))
+
+
+@check("relative_position_bias")
+def _check_relative_position_bias(ns):
+    rng = np.random.default_rng(21)
+    for nb, md, bidirectional, s, t in [(32, 128, True, 7, 150), (32, 128, False, 150, 150), (8, 6, True, 5, 9),
+                                       (6, 5, False, 1, 12)]:
+        w = rng.standard_normal((nb, 3))
+        buckets = F.relative_position_bucket(F.relative_positions(s, t), bidirectional, nb, md)
+        bias, cache = F.relative_position_bias_forward(w, buckets)
+        dbias = rng.standard_normal(bias.shape)
+        b, dw = ns["t5_bias_and_grad"](w, s, t, bidirectional, md, dbias)
+        close(f"NB={nb}, max_distance={md}, bidirectional={bidirectional}, S={s}, T={t}", bias=(b, bias),
+              dW=(dw, F.relative_position_bias_backward(dbias, cache)))
+
+
 # --------------------------------------------------------------------------------------------------
 # tests
 # --------------------------------------------------------------------------------------------------

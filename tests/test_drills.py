@@ -123,6 +123,20 @@ def embedding_backward(dout, m):
     m.backward(dout)
     return m.weight.grad
 """,
+    "relative_position_bias": """
+import numpy as np
+from numpy_transformer import nn
+def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    from numpy_transformer import functional as F
+    return F.relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance)
+def relative_position_bias_forward(W, S, T, bidirectional, max_distance):
+    m = nn.RelativePositionBias(W.shape[1], W.shape[0], max_distance, bidirectional, dtype=np.float64)
+    m.relative_attention_bias.weight.data[...] = W
+    return m(S, T), m
+def relative_position_bias_backward(dbias, m):
+    m.backward(dbias)
+    return m.relative_attention_bias.weight.grad
+""",
     "cross_entropy": """
 import numpy as np
 from numpy_transformer import functional as F
@@ -280,6 +294,13 @@ MISTAKES = {
 
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
+
+    ("relative_position_bias", "rpb_repeated_buckets_dropped"): [
+        ("np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T)", "dW[buckets.reshape(-1)] += dbias.reshape(H, -1).T")],
+    ("relative_position_bias", "rpb_sign_flipped"): [
+        ("rel = np.arange(T)[None, :] - query", "rel = query - np.arange(T)[None, :]")],
+    ("relative_position_bias", "rpb_halves_not_split"): [
+        ("        num_buckets //= 2                              # two halves: the past and the future\n", "")],
 
     ("cross_entropy", "ce_unstable_exp"): [("z = logits - logits.max(axis=-1, keepdims=True)", "z = logits")],
     ("cross_entropy", "ce_log_of_softmax"): [

@@ -595,3 +595,57 @@ def encoder_layer_impl(swap_norm=False, residual_grad=True, sum_qkv=True, relu_b
 
     return SimpleNamespace(encoder_layer_forward=encoder_layer_forward,
                            encoder_layer_backward=encoder_layer_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# relative position bias (T5)
+# --------------------------------------------------------------------------------------------------
+
+
+def relative_position_bias_impl(backward="add_at", relative="key_minus_query", split="half"):
+    """``backward``: "add_at" or "fancy_index" (repeated buckets lose gradient); ``relative``:
+    "key_minus_query" or "query_minus_key" (the sign flipped: past and future swapped); ``split``:
+    "half" (correct), "shared" (bidirectional without a separate future half: past and future keys at
+    one distance share a bucket), "no_halving" (the future offset by num_buckets // 2 but each half
+    indexed as if it had all num_buckets: the halves overlap and far future keys run off the table)."""
+
+    def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+        rel = np.asarray(relative_position)
+        out = np.zeros(rel.shape, dtype=np.int64)
+        nb = num_buckets
+        if bidirectional:
+            if split == "half":
+                nb = num_buckets // 2
+            if split != "shared":
+                out += (rel > 0) * (num_buckets // 2)
+            n = np.abs(rel)
+        else:
+            n = np.maximum(-rel, 0)
+        exact = nb // 2
+        small = n < exact
+        with np.errstate(divide="ignore"):
+            r = np.log(np.maximum(n, 1) / exact) / np.log(max_distance / exact) * (nb - exact)
+        large = np.minimum(exact + np.floor(np.where(small, 0.0, r)).astype(np.int64), nb - 1)
+        return out + np.where(small, n, large)
+
+    def relative_position_bias_forward(W, S, T, bidirectional, max_distance):
+        q = np.arange(S)[:, None] + T - S
+        k = np.arange(T)[None, :]
+        rel = q - k if relative == "query_minus_key" else k - q
+        b = relative_position_bucket(rel, bidirectional, W.shape[0], max_distance)
+        return np.moveaxis(W[b], -1, 0), (b, W.shape)
+
+    def relative_position_bias_backward(dbias, cache):
+        b, shape = cache
+        dW = np.zeros(shape, dtype=dbias.dtype)
+        flat_b = b.reshape(-1)
+        flat = np.moveaxis(dbias, 0, -1).reshape(-1, shape[1])
+        if backward == "fancy_index":
+            dW[flat_b] += flat              # buffered: a repeated bucket keeps only its last row
+        else:
+            np.add.at(dW, flat_b, flat)
+        return dW
+
+    return SimpleNamespace(relative_position_bucket=relative_position_bucket,
+                           relative_position_bias_forward=relative_position_bias_forward,
+                           relative_position_bias_backward=relative_position_bias_backward)

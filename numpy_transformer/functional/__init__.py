@@ -26,6 +26,8 @@ is the import path):
 ``multi_head_attention.py``       ``multi_head_attention_forward/backward``
 ``tiled_attention.py``            ``flash_attention_forward/backward`` (memory linear in S)
 ``rope.py``                       ``rope_forward/backward``, ``rope_cos_sin``, ``rope_apply`` (rotary)
+``position_bias.py``              ``alibi_bias``, ``alibi_slopes`` (no backward: no parameters),
+                                  ``relative_position_bucket``, ``relative_position_bias_forward/backward``
 ================================  ==============================================================
 """
 
@@ -44,6 +46,8 @@ from .multi_head_attention import (MultiHeadAttentionCache, _merge_heads, _split
 from .norms import (LayerNormCache, RMSNormCache, layer_norm_backward, layer_norm_forward, rms_norm_backward,
                     rms_norm_forward)
 from .rope import RopeCache, rope_apply, rope_backward, rope_cos_sin, rope_forward
+from .position_bias import (RelativePositionBiasCache, alibi_bias, alibi_slopes, relative_position_bias_backward,
+                            relative_position_bias_forward, relative_position_bucket, relative_positions)
 from .softmax import SoftmaxCache, _softmax_inplace, softmax_backward, softmax_forward
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
@@ -61,5 +65,7 @@ __all__ = [
     "multi_head_attention_forward", "multi_head_attention_backward",
     "flash_attention_forward", "flash_attention_backward",
     "rope_forward", "rope_backward", "rope_cos_sin", "rope_apply",
+    "alibi_slopes", "alibi_bias", "relative_positions", "relative_position_bucket",
+    "relative_position_bias_forward", "relative_position_bias_backward",
     "merge_masks", "causal_mask", "module_to_sdpa_mask", "is_causal_mask", "check_causal_hint", "erf", "erfc",
 ]

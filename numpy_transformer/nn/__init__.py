@@ -29,6 +29,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
 * ``seq2seq.py`` — :class:`Transformer` (the encoder-decoder).
+* ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
 """
 
 from .activations import GELU, ReLU, activation_module
@@ -39,6 +40,7 @@ from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbeddi
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
 from .rotary import RotaryEmbedding
+from .position_bias import RelativePositionBias
 from .seq2seq import Transformer
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
@@ -49,3 +51,4 @@ __all__ = [
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 __all__ += ["RotaryEmbedding"]
+__all__ += ["RelativePositionBias"]

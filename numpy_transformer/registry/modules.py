@@ -145,6 +145,15 @@ def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=No
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
 
 
+def _draw_relative_position_bias(c, cfg, min_width, min_len, bidirectional=None):
+    bidirectional = _pick(c, (True, False), bidirectional)
+    nb = c.integers(4 if bidirectional else 2, 12)
+    half = nb // 2 if bidirectional else nb
+    s = c.integers(min_len, 6)
+    cfg.update(H=c.integers(1, 4), num_buckets=nb, max_distance=c.integers(half // 2 + 1, 10), bidirectional=bidirectional,
+               S=s, T=c.choice((s, c.integers(min_len, 7))), offset=c.choice((None, 0, c.integers(-2, 5))))
+
+
 def _build_gpt(cfg):
     from ..gpt import GPT, GPTConfig
     return GPT(GPTConfig(cfg["V"], block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["H"],
@@ -253,6 +262,11 @@ MODULES = {case.name: case for case in [
                examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
                          ("sinusoidal, untied, relu", {"positions": "sinusoidal", "tie_word_embeddings": False,
                                                        "activation": "relu"})), twin=True),
+    # (s, t) in, (H, S, T) out: the gradient of relative_attention_bias.weight (buckets shared by many pairs)
+    ModuleCase("RelativePositionBias", _draw_relative_position_bias,
+               lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"], cfg["bidirectional"],
+                                                   dtype=_dt(cfg), seed=cfg["seed"]),
+               examples=(("bidirectional", {"bidirectional": True}), ("causal", {"bidirectional": False}))),
 ]}
 
 KINDS = tuple(MODULES)
@@ -300,6 +314,8 @@ def make_inputs(cfg, rng):
         s = cfg["S"]
         pos = cfg["offset"] + rng.permutation(s) if cfg["positions"] else None
         return {"x": rng.standard_normal(cfg["lead"] + (s, cfg["D"])).astype(dt)}, {"positions": pos}
+    if k == "RelativePositionBias":
+        return {}, {"s": cfg["S"], "t": cfg["T"], "offset": cfg["offset"]}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
@@ -338,6 +354,8 @@ def call_args(cfg, x, other):
         return [x["x"]], {}
     if k == "RotaryEmbedding":
         return [x["x"]], {"positions": other["positions"]}
+    if k == "RelativePositionBias":
+        return [other["s"]], {"t": other["t"], "offset": other["offset"]}
     if k in DECODER_KINDS:
         return decoder_call_args(cfg, x, other)
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
@@ -363,7 +381,7 @@ def call(module, cfg, x, other):
 def input_grads(module, cfg, dout, x):
     """Our backward; returns ``{input name: gradient}`` (parameters' gradients land in ``p.grad``)."""
     g = module.backward(dout)
-    if cfg["kind"] in ("Embedding", "TokenEmbedding", "GPT"):
+    if cfg["kind"] in ("Embedding", "TokenEmbedding", "GPT", "RelativePositionBias"):
         return {}
     if cfg["kind"] in DECODER_KINDS:
         return decoder_input_grads(g, x)

@@ -301,6 +301,20 @@ def _draw_rope(c, dtype, positions=None, interleaved=None, s=None):
     return Draw({"x": _n(rng, lead + (s, dh), dtype)}, static)
 
 
+def _draw_relative_position_bias(c, dtype, bidirectional=None, s=None, t=None):
+    """T5's lookup for the buckets of S queries against T keys (small ``max_distance``: pairs share
+    buckets, so the scatter-add must add), some bucket rows never used."""
+    rng = c.rng()
+    bidirectional = c.boolean() if bidirectional is None else bidirectional
+    nb = c.integers(4 if bidirectional else 2, 12)
+    half = nb // 2 if bidirectional else nb
+    s = c.integers(1, 6) if s is None else s
+    t = c.integers(1, 7) if t is None else t
+    rel = F.relative_positions(s, t, c.choice((None, 0, c.integers(-3, 6))))
+    buckets = F.relative_position_bucket(rel, bidirectional, nb, c.integers(half // 2 + 1, 10))
+    return Draw({"weight": _n(rng, (nb, c.integers(1, 4)), dtype), "buckets": buckets}, {})
+
+
 # --------------------------------------------------------------------------------------------------
 # adapters for the pairs whose signature is not (x, ...) -> (out, cache)
 # --------------------------------------------------------------------------------------------------
@@ -387,6 +401,10 @@ OPS = {case.name: case for case in [
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
                      ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
+    OpCase("relative_position_bias", *_pair("relative_position_bias_forward", "relative_position_bias_backward",
+                                            ("weight",)), _draw_relative_position_bias, nondiff=("buckets",),
+           examples=(("bidirectional, S=3, T=5", {"bidirectional": True, "s": 3, "t": 5}),
+                     ("causal, S=T=4", {"bidirectional": False, "s": 4, "t": 4})), short="rel_pos_bias"),
     OpCase("multi_head_attention", _mha_forward, _mha_backward, _draw_mha,
            examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True,
                                                      "bias_kv": False, "zero_attn": False}),
