@@ -59,20 +59,22 @@ from .embedding import EMBEDDING
 from .cross_entropy import CROSS_ENTROPY
 from .positional_encoding import POSITIONAL
 from .scaled_dot_product_attention import ATTENTION
+from .grouped_query_attention import GQA
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, LINEAR, EMBEDDING, CROSS_ENTROPY,
-                                 POSITIONAL, ATTENTION, MHA, ENCODER)}
+                                 POSITIONAL, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
-           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm"}
+           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm",
+           "gqa": "grouped_query_attention", "mqa": "grouped_query_attention"}
 
 __all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ATTENTION", "MHA", "ENCODER"]
+           "ATTENTION", "GQA", "MHA", "ENCODER"]
 
 
 def get(name) -> Optional[Exercise]:
