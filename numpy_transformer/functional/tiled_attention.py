@@ -49,8 +49,9 @@ def _grouped(x, h, heads_axis_of_kv=False):
     """Grouped-query attention as broadcasting: a query-side array (..., Hq, S, X) as (..., h, G, S, X),
     key or value (..., h, T, X) as (..., h, 1, T, X), so that query head i meets head i // G. A mask of
     fewer than 3 dimensions broadcasts as it is; one with heads of size 1 keeps broadcasting."""
-    if x is None or x.ndim < 3:
+    if x is None or np.ndim(x) < 3:
         return x
+    x = np.asarray(x)
     if heads_axis_of_kv:
         return x[..., None, :, :]
     n = x.shape[-3]
