@@ -119,6 +119,10 @@ _RUNNERS = {
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
                                                   "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),
     "scaled_dot_product_attention": _attention,
+    "grouped_query_attention": lambda c: _op(
+        "scaled_dot_product_attention_gqa", {"query": c["q"], "key": c["k"], "value": c["v"]},
+        {"is_causal": c["causal"], "enable_gqa": True}, c["dout"],
+        {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
     "multi_head_attention": _mha,
     "encoder_layer": _encoder,
 }

@@ -55,19 +55,20 @@ def _causal_bool(s, t):
 # ops: torch.nn.functional, with our mask convention translated
 # --------------------------------------------------------------------------------------------------
 
-def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None):
+def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
     """torch's scaled_dot_product_attention, the mask passed unchanged (the same convention as ours)."""
-    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                           enable_gqa=enable_gqa)
 
 
-def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, **_tiles):
+def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, **_tiles):
     """torch's scaled_dot_product_attention for our tiled attention, which also takes a mask together
     with ``is_causal`` (torch's function refuses both): that one case is merged into the mask here."""
     if attn_mask is not None and is_causal:
         allowed = ~_causal_bool(query.shape[-2], key.shape[-2])
         attn_mask = attn_mask & allowed if attn_mask.dtype == torch.bool else attn_mask.masked_fill(~allowed, -math.inf)
         is_causal = False
-    return _sdpa(query, key, value, attn_mask, is_causal, scale)
+    return _sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)
 
 
 def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, key_padding_mask=None,
@@ -118,6 +119,8 @@ OPS = {
     "dropout": _dropout,
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
+    "scaled_dot_product_attention_gqa": _sdpa,       # enable_gqa=True arrives in the static options
+    "flash_attention_gqa": _flash,
     "multi_head_attention": _mha,
     "rope": RR.rope,                                 # torch has no RoPE: HF's rotate_half, Meta's complex twin
     # T5's lookup W[buckets] -> (H, S, T): torch's embedding of the (query, key) pairs' buckets

@@ -576,6 +576,20 @@ def _check_relative_position_bias(ns):
               dW=(dw, F.relative_position_bias_backward(dbias, cache)))
 
 
+@check("gqa")
+def _check_gqa(ns):
+    rng = np.random.default_rng(20)
+    for hq, hkv in [(4, 2), (6, 1), (3, 3)]:                   # grouped, multi-query, one head per query head
+        q = rng.standard_normal((2, hq, 5, 4))
+        k, v = rng.standard_normal((2, hkv, 6, 4)), rng.standard_normal((2, hkv, 6, 3))
+        out, cache = F.scaled_dot_product_attention_forward(q, k, v, enable_gqa=True)
+        do = rng.standard_normal(out.shape)
+        dq, dk, dv = F.scaled_dot_product_attention_backward(do, cache)
+        ddq, ddk, ddv = ns["gqa_backward"](do, q, k, v)
+        close(f"Hq={hq}, Hkv={hkv}", out=(ns["gqa_forward"](q, k, v), out), dq=(ddq, dq), dk=(ddk, dk),
+              dv=(ddv, dv))
+
+
 # --------------------------------------------------------------------------------------------------
 # tests
 # --------------------------------------------------------------------------------------------------

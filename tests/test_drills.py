@@ -170,6 +170,12 @@ def attention_forward(q, k, v, mask=None, causal=False):
     return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=~blocked)
 def attention_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
 """,
+    "grouped_query_attention": """
+from numpy_transformer import functional as F
+def gqa_forward(q, k, v, causal=False):
+    return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal, enable_gqa=True)
+def gqa_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
+""",
     "multi_head_attention": """
 import numpy as np
 from numpy_transformer import nn, functional as F
@@ -351,6 +357,24 @@ MISTAKES = {
         ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = np.swapaxes(dA, -1, -2) @ q")],
     ("scaled_dot_product_attention", "attn_backward_missing_transpose"): [
         ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = scale * (dA @ q)")],
+
+    ("grouped_query_attention", "gqa_grad_one_member"): [
+        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg)[:, :, 0]"),
+        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
+         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg))[:, :, 0]")],
+    ("grouped_query_attention", "gqa_grad_mean"): [
+        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg).mean(axis=2)"),
+        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
+         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).mean(axis=2)")],
+    ("grouped_query_attention", "gqa_head_mapping_modulo"): [
+        ("qg = q.reshape(B, Hkv, G, S, Dh)", "qg = q.reshape(B, G, Hkv, S, Dh).swapaxes(1, 2)"),
+        ("out = (P @ vg).reshape(B, Hq, S, -1)", "out = (P @ vg).swapaxes(1, 2).reshape(B, Hq, S, -1)"),
+        ("doutg = dout.reshape(B, Hkv, G, S, -1)", "doutg = dout.reshape(B, G, Hkv, S, -1).swapaxes(1, 2)"),
+        ("dq = (scale * (dA @ kg)).reshape(B, Hkv * G, S, Dh)",
+         "dq = (scale * (dA @ kg)).swapaxes(1, 2).reshape(B, Hkv * G, S, Dh)")],
+    ("grouped_query_attention", "gqa_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
+    ("grouped_query_attention", "gqa_backward_no_rowsum"): [
+        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
 
     ("multi_head_attention", "mha_reshape_only_split"): [
         ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),

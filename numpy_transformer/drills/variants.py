@@ -446,6 +446,42 @@ def attention_impl(scale="sqrt", axis=-1, mask_mode="before", causal_mode="triu"
     return SimpleNamespace(attention_forward=attention_forward, attention_backward=attention_backward)
 
 
+def gqa_impl(mapping="interleave", reduce="sum", scale="sqrt", backward="correct"):
+    """Grouped-query attention, by repeating k and v to the query's heads explicitly.
+
+    ``mapping``: "interleave" (correct: query head h uses key/value head h // G, torch's
+    ``repeat_interleave``) or "modulo" (head h % Hkv: the heads tiled, ``np.tile``); ``reduce``: how a
+    shared head collects the gradients of its G copies: "sum" (correct), "mean", "first" (one member's)."""
+
+    def expand(x, g):                                     # (B, Hkv, T, X) -> (B, Hkv * G, T, X)
+        return np.repeat(x, g, axis=1) if mapping == "interleave" else np.tile(x, (1, g, 1, 1))
+
+    def collect(dx, hkv):                                 # (B, Hkv * G, T, X) -> (B, Hkv, T, X)
+        b, hq, t, d = dx.shape
+        g = hq // hkv
+        if mapping == "interleave":
+            per = dx.reshape(b, hkv, g, t, d)             # (B, Hkv, G, T, X): the copies of each head
+        else:
+            per = dx.reshape(b, g, hkv, t, d).swapaxes(1, 2)
+        if reduce == "mean":
+            return per.mean(axis=2)
+        return per[:, :, 0] if reduce == "first" else per.sum(axis=2)
+
+    def gqa_forward(q, k, v, causal=False):
+        g = q.shape[1] // k.shape[1]
+        blocked = _causal(q.shape[-2], k.shape[-2], "triu") if causal else None
+        out, cache = _attend(q, expand(k, g), expand(v, g), blocked, _scale_value(scale, q.shape[-1]), -1,
+                             "before", "no_rowsum" if backward == "no_rowsum" else "correct")
+        return out, (cache, k.shape[1])
+
+    def gqa_backward(dout, cache):
+        cache, hkv = cache
+        dq, dk, dv = _attend_backward(dout, cache)
+        return dq, collect(dk, hkv), collect(dv, hkv)
+
+    return SimpleNamespace(gqa_forward=gqa_forward, gqa_backward=gqa_backward)
+
+
 # --------------------------------------------------------------------------------------------------
 # multi-head attention
 # --------------------------------------------------------------------------------------------------

@@ -247,6 +247,33 @@ def _draw_flash(c, dtype, mask=None, blocks=None):
     return _draw_sdpa(c, dtype, mask, blocks)
 
 
+def _draw_sdpa_gqa(c, dtype, mask=None, blocks=None, kv_heads=None, groups=None, seq=None):
+    """Grouped-query attention: Hq = Hkv * G query heads; Hkv = 1 (multi-query) and G = 1 (one key/value
+    head per query head) among the draws; the value's heads may differ from the key's (torch allows it)
+    except on the tiled path."""
+    rng = c.rng()
+    batch = c.choice(((), (2,), (1,)))
+    hkv = c.choice((1, 2)) if kv_heads is None else kv_heads
+    g = c.integers(1, 3) if groups is None else groups
+    hq = hkv * g
+    hv = hkv if blocks is not None or hq == 1 else c.choice((hkv, 1, hq))
+    s, t = (c.integers(1, 4), c.integers(1, 5)) if seq is None else seq
+    dh, dv = c.integers(1, 4), c.integers(1, 4)
+    kinds = SDPA_MASKS if blocks is None else FLASH_MASKS
+    attn_mask, is_causal = sdpa_mask(c.choice(kinds) if mask is None else mask, batch + (hq,), s, t, dtype, rng)
+    static = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": c.choice((None, 0.3)), "enable_gqa": True}
+    if blocks is not None:
+        static.update(block_q=blocks[0], block_k=blocks[1])
+    inputs = {"query": _n(rng, batch + (hq, s, dh), dtype), "key": _n(rng, batch + (hkv, t, dh), dtype),
+              "value": _n(rng, batch + (hv, t, dv), dtype)}
+    return Draw(inputs, static)
+
+
+def _draw_flash_gqa(c, dtype, mask=None, blocks=None, kv_heads=None, groups=None, seq=None):
+    blocks = (c.integers(1, 4), c.integers(1, 4)) if blocks is None else blocks
+    return _draw_sdpa_gqa(c, dtype, mask, blocks, kv_heads, groups, seq)
+
+
 _SELF_MHA_MASKS = ("none", "is_causal", "causal_bool", "float", "padding", "per_head", "causal_bool+padding",
                    "float+padding", "padding_float")
 
@@ -398,6 +425,13 @@ OPS = {case.name: case for case in [
                                  ("bool mask", {"mask": "bool"}), ("float mask", {"mask": "float"}),
                                  ("causal", {"mask": "is_causal"})),
            short="sdpa"),
+    OpCase("scaled_dot_product_attention_gqa",
+           *_pair("scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward", _SDPA),
+           _draw_sdpa_gqa, examples=(("Hq=4, Hkv=2, bool mask", {"mask": "bool_full", "kv_heads": 2, "groups": 2,
+                                                              "seq": (3, 4)}),
+                                     ("multi-query Hkv=1, causal", {"mask": "is_causal", "kv_heads": 1, "groups": 3,
+                                                                    "seq": (3, 3)})),
+           short="sdpa gqa"),
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
                      ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
@@ -405,6 +439,11 @@ OPS = {case.name: case for case in [
                                             ("weight",)), _draw_relative_position_bias, nondiff=("buckets",),
            examples=(("bidirectional, S=3, T=5", {"bidirectional": True, "s": 3, "t": 5}),
                      ("causal, S=T=4", {"bidirectional": False, "s": 4, "t": 4})), short="rel_pos_bias"),
+    OpCase("flash_attention_gqa", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA),
+           _draw_flash_gqa, examples=(("Hq=4, Hkv=2, tiles 2x3, causal + float mask",
+                                       {"mask": "causal+float", "blocks": (2, 3), "kv_heads": 2, "groups": 2,
+                                        "seq": (3, 5)}),),
+           short="flash gqa"),
     OpCase("multi_head_attention", _mha_forward, _mha_backward, _draw_mha,
            examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True,
                                                      "bias_kv": False, "zero_attn": False}),

@@ -61,21 +61,23 @@ from .cross_entropy import CROSS_ENTROPY
 from .positional_encoding import POSITIONAL
 from .rope import ROPE
 from .scaled_dot_product_attention import ATTENTION
+from .grouped_query_attention import GQA
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, LINEAR, EMBEDDING, RELATIVE_POSITION_BIAS,
-                                 CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, MHA, ENCODER)}
+                                 CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
            "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm",
-           "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias"}
+           "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
+           "gqa": "grouped_query_attention", "mqa": "grouped_query_attention"}
 
 __all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ROPE", "ATTENTION", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS"]
+           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS"]
 
 
 def get(name) -> Optional[Exercise]:
