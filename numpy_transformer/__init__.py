@@ -10,6 +10,7 @@ from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList
                  Parameter, PositionalEncoding, ReLU, RMSNorm, TokenEmbedding, TransformerEncoder,
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
 from .nn import Transformer, TransformerDecoder, TransformerDecoderLayer
+from .nn import LearnedPositionalEmbedding, SiLU, SwiGLU
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
 from . import data, optim
@@ -39,3 +40,4 @@ __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
+__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

@@ -45,7 +45,7 @@ from .nn.kv_cache import KVCache, cached_attention
 __all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS"]
 
 POSITIONS = ("learned", "sinusoidal")
-GPT_ACTIVATIONS = ("gelu", "relu")
+GPT_ACTIVATIONS = ("gelu", "relu", "silu")
 
 
 @dataclass
@@ -70,8 +70,9 @@ class GPTConfig:
     bias : bool
         Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
         the head never has one.
-    activation : {"gelu", "relu"}
-        The feed-forward activation (exact GELU, as ``torch.nn.functional.gelu``).
+    activation : {"gelu", "relu", "silu"}
+        The feed-forward activation (exact GELU, as ``torch.nn.functional.gelu``; SiLU as
+        ``torch.nn.functional.silu``).
     layer_norm_eps : float
     positions : {"learned", "sinusoidal"}
         A trained table ``wpe.weight`` (GPT-2) or the fixed sine/cosine table.

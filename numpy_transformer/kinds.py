@@ -21,7 +21,7 @@ from . import data as data_mod
 from . import tasks_lm as lm
 from . import tasks_seq2seq as s2s
 from .bleu import corpus_bleu
-from .gpt import GPT
+from .gpt import GPT, GPT_ACTIVATIONS
 from .loss import CrossEntropyLoss
 from .model import TransformerModel
 from .seq2seq_model import Seq2SeqModel
@@ -168,8 +168,8 @@ class GPTKind(ModelKind):
         return lm.make_lm_task(c.task, c.digits, c.num_train, c.num_val, seed=c.seed)
 
     def build_model(self, c, data, seed):
-        if c.activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu' for --model gpt, got {c.activation!r}")
+        if c.activation not in GPT_ACTIVATIONS:
+            raise ValueError(f"activation must be one of {GPT_ACTIVATIONS} for --model gpt, got {c.activation!r}")
         return GPT(vocab_size=data.vocab_size, block_size=data.seq_len, n_layer=c.num_layers, n_head=c.nhead,
                    n_embd=c.d_model, n_inner=c.dim_feedforward, dropout=c.dropout, activation=c.activation,
                    positions=c.pos_encoding, dtype=c.dtype, seed=seed)

@@ -21,13 +21,13 @@ import numpy as np
 from . import _trace
 from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                       check_probability)
-from .nn import (Dropout, Embedding, LayerNorm, Linear, Module, PositionalEncoding, TransformerEncoder,
-                 TransformerEncoderLayer)
+from .nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, PositionalEncoding,
+                 TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS"]
 
 POS_ENCODINGS = ("sinusoidal", "learned")
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "silu")
 
 
 def check_model_options(d_model, nhead, dropout, activation, pos_encoding):
@@ -76,12 +76,13 @@ class TransformerModel(ModelBase):
         On the embedding sum and everywhere inside the encoder (including attention probabilities).
     max_len : int
         Longest sequence accepted (size of the positional table).
-    activation : {"relu", "gelu"}
+    activation : {"relu", "gelu", "silu"}
     norm_first : bool
         Pre-LN blocks, followed by a final LayerNorm (``encoder.norm``).
     pos_encoding : {"sinusoidal", "learned"}
         The fixed sine/cosine table (a buffer, not in ``state_dict``) or a trained table
-        ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding.
+        ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding (an
+        :class:`~numpy_transformer.nn.LearnedPositionalEmbedding`).
     dtype : np.float32 or np.float64
     seed : None, int or numpy.random.Generator
         Initialisation and every dropout mask derive from it.
@@ -114,7 +115,7 @@ class TransformerModel(ModelBase):
         self.embed.weight.data *= dt.type(1.0 / math.sqrt(d_model))      # N(0, 1/D): unit std once scaled
         self.scale = dt.type(math.sqrt(d_model))
         if pos_encoding == "learned":
-            self.pos_embed = Embedding(max_len, d_model, dtype=dt, seed=rng)
+            self.pos_embed = LearnedPositionalEmbedding(max_len, d_model, dtype=dt, seed=rng)
         else:
             self.pos_encoding = PositionalEncoding(d_model, max_len=max_len, dtype=dt)
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
@@ -158,7 +159,7 @@ class TransformerModel(ModelBase):
         if _trace.active():
             _trace.record_embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
         if self.pos_kind == "learned":
-            x = x + self.pos_embed(np.arange(s))                                 # (B, S, D) + (S, D)
+            x = self.pos_embed(x)                                                # (B, S, D) + (S, D)
         else:
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.dropout(x)
@@ -175,7 +176,7 @@ class TransformerModel(ModelBase):
         dx = self.encoder.backward(dx)
         dx = self.dropout.backward(dx)
         if self.pos_kind == "learned":
-            self.pos_embed.backward(dx.sum(axis=0))                              # (S, D): shared by the batch
+            dx = self.pos_embed.backward(dx)                                     # dP: the batch sum
         else:
             dx = self.pos_encoding.backward(dx)
         self.embed.backward(dx * self.scale)                                     # y = E[ids] * sqrt(D)

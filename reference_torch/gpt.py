@@ -27,7 +27,7 @@ from torch import nn
 import numpy_transformer as nt
 
 from .convert import torch_dtype
-from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer
+from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer, activation
 
 __all__ = ["GPT", "to_torch", "from_torch", "greedy"]
 
@@ -49,7 +49,7 @@ class GPT(ReferenceModule):
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size)
         self.drop = Dropout(c.dropout)
         layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
-        self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=c.activation,
+        self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=activation(c.activation),
                                      layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
                                      bias=c.bias, **kw) for _ in range(c.n_layer))
         self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)

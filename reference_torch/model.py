@@ -31,6 +31,8 @@ import numpy_transformer as nt
 from .convert import numpy_dtype, torch_dtype
 from .modules import activation
 
+_activation_fn = activation    # for __init__, whose ``activation`` argument shadows the function
+
 __all__ = ["TorchTransformerModel", "to_torch", "from_torch", "TorchTwin", "torch_dtype"]
 
 
@@ -57,7 +59,7 @@ class TorchTransformerModel(nn.Module):
             pe = torch.from_numpy(nt.sinusoidal_table(max_len, d_model, np.float64)).to(dtype)
             self.register_buffer("pe", pe, persistent=False)
         self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation=activation,
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation=_activation_fn(activation),
                                            batch_first=True, norm_first=norm_first, **kw)
         self.encoder = nn.TransformerEncoder(layer, num_layers,
                                              norm=nn.LayerNorm(d_model, **kw) if norm_first else None,

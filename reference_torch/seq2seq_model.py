@@ -16,6 +16,7 @@ from torch import nn
 import numpy_transformer as nt
 
 from .convert import torch_dtype
+from .modules import activation as activation_fn
 
 __all__ = ["TorchSeq2SeqModel", "twin_of"]
 
@@ -41,7 +42,7 @@ class TorchSeq2SeqModel(nn.Module):
         with warnings.catch_warnings():       # torch's nested-tensor note about norm_first: not our concern
             warnings.simplefilter("ignore")
             self.transformer = nn.Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers,
-                                              dim_feedforward, dropout, activation, batch_first=True,
+                                              dim_feedforward, dropout, activation_fn(activation), batch_first=True,
                                               norm_first=norm_first, **kw)
         self.head = nn.Linear(d_model, tgt_vocab_size, **kw)
         self.scale = math.sqrt(d_model)

@@ -24,6 +24,7 @@ import torch.nn.functional as TF
 from torch import nn
 
 from . import decoder as RD
+from . import feedforward as RF
 from . import gpt as RG
 from . import modules as R
 from . import rope as RR
@@ -116,6 +117,10 @@ OPS = {
     "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
     "relu": lambda x: TF.relu(x),
     "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
+    "silu": lambda x: TF.silu(x),
+    # SwiGLU, as Hugging Face's LlamaMLP: down(silu(gate(x)) * up(x))
+    "swiglu": lambda x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None: TF.linear(
+        TF.silu(TF.linear(x, w_gate, b_gate)) * TF.linear(x, w_up, b_up), w_down, b_down),
     "dropout": _dropout,
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
@@ -191,6 +196,9 @@ MODULES = {
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
     "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
+    "LearnedPositionalEmbedding": lambda m, twin=False: R.LearnedPositionalEmbedding(m.max_len, m.d_model),
+    "SiLU": lambda m, twin=False: nn.SiLU(),
+    "SwiGLU": lambda m, twin=False: RF.SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
     # torch has no T5 bias: the twin transcribes Hugging Face's T5Attention (relative_attention_bias, compute_bias)

@@ -397,6 +397,37 @@ def _check_positional(ns):
     emb(np.arange(s))
     emb.backward(dy.sum(axis=0))
     close("learned = lookup of arange(S), batch-summed", dP=(dp, emb.weight.grad))
+    lpe = nn.LearnedPositionalEmbedding(max_len, d, dtype=np.float64, seed=0)   # the models' pos_embed
+    lpe(x)
+    close("nn.LearnedPositionalEmbedding", dx=(ns["sinusoidal_input_grad"](dy), lpe.backward(dy)),
+          dP=(dp, lpe.weight.grad))
+
+
+@check("silu")
+def _check_silu(ns):
+    rng = np.random.default_rng(20)
+    x = np.concatenate([rng.standard_normal(50) * 4, [-30.0, -1.28, 0.0, 2.4, 30.0]])
+    dy = rng.standard_normal(x.shape)
+    _, cache = F.silu_forward(x)
+    close("silu", dx=(ns["silu_grad"](dy, x), F.silu_backward(dy, cache)))
+
+
+@check("swiglu")
+def _check_swiglu(ns):
+    rng = np.random.default_rng(21)
+    n, d, f = 7, 4, 6
+    x, dy = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    wg, wu, wd = rng.standard_normal((f, d)), rng.standard_normal((f, d)), rng.standard_normal((d, f))
+    _, cache = F.swiglu_forward(x, wg, wu, wd)
+    dx, dwg, dwu, dwd = F.swiglu_backward(dy, cache)[:4]
+    ddx, ddwg, ddwu, ddwd = ns["swiglu_grads"](dy, x, wg, wu, wd)
+    close("functional", dx=(ddx, dx), dWg=(ddwg, dwg), dWu=(ddwu, dwu), dWd=(ddwd, dwd))
+    m = nn.SwiGLU(d, f, dtype=np.float64, seed=0)
+    for name, w in (("gate_proj", wg), ("up_proj", wu), ("down_proj", wd)):
+        getattr(m, name).weight.data[...] = w
+    m(x)
+    close("nn.SwiGLU", dx=(ddx, m.backward(dy)), dWg=(ddwg, m.gate_proj.weight.grad),
+          dWu=(ddwu, m.up_proj.weight.grad), dWd=(ddwd, m.down_proj.weight.grad))
 
 
 @check("token_embedding")

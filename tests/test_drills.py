@@ -100,6 +100,16 @@ from numpy_transformer import functional as F
 def gelu_forward(x, approximate="none"): return F.gelu_forward(x, approximate)
 def gelu_backward(dy, cache): return F.gelu_backward(dy, cache)
 """,
+    "silu": """
+from numpy_transformer import functional as F
+def silu_forward(x): return F.silu_forward(x)
+def silu_backward(dy, cache): return F.silu_backward(dy, cache)
+""",
+    "swiglu": """
+from numpy_transformer import functional as F
+def swiglu_forward(x, W_gate, W_up, W_down): return F.swiglu_forward(x, W_gate, W_up, W_down)
+def swiglu_backward(dy, cache): return F.swiglu_backward(dy, cache)[:4]
+""",
     "linear": """
 import numpy as np
 from numpy_transformer import nn
@@ -292,6 +302,30 @@ MISTAKES = {
     ("gelu", "gelu_backward_pdf_unnormalised"): [
         ("pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)", "pdf = np.exp(-0.5 * x * x)")],
     ("gelu", "gelu_tanh_backward_no_inner"): [("* c * (1.0 + 3 * 0.044715 * x * x)", "* c")],
+
+    ("silu", "silu_backward_no_product_rule"): [("return dy * (s + x * s * (1.0 - s))", "return dy * s")],
+    ("silu", "silu_backward_sigmoid_derivative"): [
+        ("return dy * (s + x * s * (1.0 - s))", "return dy * s * (1.0 - s)")],
+    ("silu", "silu_unstable_sigmoid"): [
+        ("e = np.exp(-np.abs(x))\n    return np.where(x >= 0, 1.0, e) / (1.0 + e)",
+         "e = np.exp(x)\n    return e / (1.0 + e)")],
+    ("silu", "silu_gelu_sigmoid_approximation"): [
+        ("s = _sigmoid(x)", "s = _sigmoid(1.702 * x)"),
+        ("return dy * (s + x * s * (1.0 - s))", "return dy * (s + 1.702 * x * s * (1.0 - s))")],
+
+    ("swiglu", "swiglu_gate_up_swapped"): [
+        ("g = x @ W_gate.T", "g = x @ W_up.T"), ("u = x @ W_up.T", "u = x @ W_gate.T"),
+        ("dW_gate = dg.reshape(-1, F).T @ x2", "dW_up_ = dg.reshape(-1, F).T @ x2"),
+        ("dW_up = du.reshape(-1, F).T @ x2", "dW_gate = du.reshape(-1, F).T @ x2"),
+        ("dW_up_ =", "dW_up ="),
+        ("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_up + du @ W_gate")],
+    ("swiglu", "swiglu_silu_on_both"): [
+        ("h = a * u                                                   # (N..., F)", "h = a * (u * _sigmoid(u))"),
+        ("    da = dh * u\n    du = dh * a\n",
+         "    su = _sigmoid(u)\n    da = dh * u * su\n    du = dh * a * (su + u * su * (1.0 - su))\n")],
+    ("swiglu", "swiglu_backward_no_product_rule"): [("    da = dh * u\n", "    da = dh\n")],
+    ("swiglu", "swiglu_backward_one_branch"): [("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_gate")],
+    ("swiglu", "swiglu_backward_silu_slope"): [("dg = da * (s + g * s * (1.0 - s))", "dg = da * s")],
 
     ("linear", "linear_untransposed_weight"): [
         ("y = x @ W.T + b", "y = x @ W + b"), ("dx = dy @ W ", "dx = dy @ W.T "), ("dW = dy2.T @ x2", "dW = x2.T @ dy2")],

@@ -147,7 +147,7 @@ def test_train_command_with_check_torch(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["train", "--optimizer", "rmsprop"], "optimizer must be one of ['adam', 'adamw', 'sgd'], got 'rmsprop'"),
-    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu'), got 'tanh'"),
+    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu', 'silu'), got 'tanh'"),
     (["train", "--dtype", "float16"], "dtype must be 'float32' or 'float64'"),
     (["train", "--schedule", "cosine"], "schedule must be one of"),
     (["train", "--d-model", "30", "--nhead", "4"], "d_model must be divisible by nhead"),

@@ -58,7 +58,7 @@ def _add_config_options(p):
                    f"layers each (default {_D.num_layers})")
     g.add_argument("--dim-feedforward", type=int, help=f"feed-forward width (default {_D.dim_feedforward})")
     g.add_argument("--dropout", type=float, help=f"dropout probability (default {_D.dropout})")
-    g.add_argument("--activation", help=f"relu or gelu (default {_D.activation})")
+    g.add_argument("--activation", help=f"relu, gelu or silu (default {_D.activation})")
     g.add_argument("--norm-first", action="store_const", const=True, help="pre-LN blocks (+ final LayerNorm)")
     g.add_argument("--pos-encoding", help=f"sinusoidal or learned (default {_D.pos_encoding})")
     g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")

@@ -685,3 +685,74 @@ def relative_position_bias_impl(backward="add_at", relative="key_minus_query", s
     return SimpleNamespace(relative_position_bucket=relative_position_bucket,
                            relative_position_bias_forward=relative_position_bias_forward,
                            relative_position_bias_backward=relative_position_bias_backward)
+# silu
+# --------------------------------------------------------------------------------------------------
+
+
+def _sigmoid_stable(z):
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0, e) / (1.0 + e)
+
+
+def silu_impl(sigmoid="stable", beta=1.0, backward="correct"):
+    """``sigmoid="exp_ratio"``: exp(z) / (1 + exp(z)) (nan for large z); ``beta``: y = x * sigmoid(beta x)."""
+
+    def _sig(z):
+        if sigmoid == "exp_ratio":
+            e = np.exp(z)
+            return e / (1.0 + e)
+        return _sigmoid_stable(z)
+
+    def silu_forward(x):
+        s = _sig(beta * x)
+        return x * s, (x, s)
+
+    def silu_backward(dy, cache):
+        x, s = cache
+        if backward == "sigmoid_only":
+            return dy * s
+        if backward == "sigmoid_derivative":
+            return dy * s * (1.0 - s)
+        return dy * (s + beta * x * s * (1.0 - s))
+
+    return SimpleNamespace(silu_forward=silu_forward, silu_backward=silu_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# swiglu
+# --------------------------------------------------------------------------------------------------
+
+
+def swiglu_impl(branch="correct", backward="correct"):
+    """``branch``: "swapped" (SiLU on x W_up^T, the gate linear) or "both" (SiLU on both branches)."""
+
+    def _silu(z):
+        s = _sigmoid_stable(z)
+        return z * s, s + z * s * (1.0 - s)                    # value, slope
+
+    def swiglu_forward(x, W_gate, W_up, W_down):
+        p, q = (x @ W_up.T, x @ W_gate.T) if branch == "swapped" else (x @ W_gate.T, x @ W_up.T)
+        a, slope_a = _silu(p)                                   # the activated branch
+        b, slope_b = _silu(q) if branch == "both" else (q, np.ones_like(q))
+        y = (a * b) @ W_down.T
+        return y, (x, W_gate, W_up, W_down, a, slope_a, b, slope_b)
+
+    def swiglu_backward(dy, cache):
+        x, W_gate, W_up, W_down, a, slope_a, b, slope_b = cache
+        D, F = W_down.shape
+        x2 = x.reshape(-1, D)
+        dW_down = dy.reshape(-1, D).T @ (a * b).reshape(-1, F)
+        dh = dy @ W_down
+        da = dh if backward == "no_other_factor" else dh * b
+        if backward == "silu_sigmoid_only":                     # slope s instead of s + p s (1 - s)
+            p = x @ (W_up if branch == "swapped" else W_gate).T
+            slope_a = _sigmoid_stable(p)
+        dp = da * slope_a
+        dq = dh * a * slope_b
+        dWp, dWq = dp.reshape(-1, F).T @ x2, dq.reshape(-1, F).T @ x2
+        Wp, Wq = (W_up, W_gate) if branch == "swapped" else (W_gate, W_up)
+        dx = dp @ Wp if backward == "one_branch" else dp @ Wp + dq @ Wq
+        dW_gate, dW_up = (dWq, dWp) if branch == "swapped" else (dWp, dWq)
+        return dx, dW_gate, dW_up, dW_down
+
+    return SimpleNamespace(swiglu_forward=swiglu_forward, swiglu_backward=swiglu_backward)

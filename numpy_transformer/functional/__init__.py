@@ -17,7 +17,9 @@ is the import path):
 ``linear.py``                     ``linear_forward/backward``
 ``embedding.py``                  ``embedding_forward/backward``, ``embedding_renorm_`` (max_norm)
 ``norms.py``                      ``layer_norm_forward/backward``, ``rms_norm_forward/backward``
-``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`)
+``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`),
+                                  ``silu_*``, ``sigmoid``
+``feedforward.py``                ``swiglu_forward/backward`` (the gated feed-forward)
 ``softmax.py``                    ``softmax_forward/backward``
 ``loss.py``                       ``cross_entropy_forward/backward`` (torch's layout: class axis at dim 1)
 ``dropout.py``                    ``dropout_forward/backward``
@@ -34,10 +36,12 @@ is the import path):
 from ..kernels.erf import erf, erfc
 from ._dtypes import _scalar
 from .activations import GeluCache, ReluCache, gelu_backward, gelu_forward, relu_backward, relu_forward
+from .activations import SiluCache, sigmoid, silu_backward, silu_forward
 from .attention import (AttentionCache, _softmax_grad_rows, scaled_dot_product_attention_backward,
                         scaled_dot_product_attention_forward)
 from .dropout import DropoutCache, dropout_backward, dropout_forward
 from .embedding import EmbeddingCache, embedding_backward, embedding_forward, embedding_renorm_
+from .feedforward import SwigluCache, swiglu_backward, swiglu_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .loss import CrossEntropyCache, cross_entropy_backward, cross_entropy_forward, log_softmax
 from .masks import _additive, causal_mask, check_causal_hint, is_causal_mask, merge_masks, module_to_sdpa_mask
@@ -60,6 +64,8 @@ __all__ = [
     "cross_entropy_forward", "cross_entropy_backward",
     "relu_forward", "relu_backward",
     "gelu_forward", "gelu_backward",
+    "silu_forward", "silu_backward", "sigmoid",
+    "swiglu_forward", "swiglu_backward",
     "dropout_forward", "dropout_backward",
     "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward",
     "multi_head_attention_forward", "multi_head_attention_backward",

@@ -20,8 +20,9 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
   trace hooks), :class:`ModuleList`, :class:`IncompatibleKeys`.
 * ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
-  :class:`PositionalEncoding`, :func:`sinusoidal_table`.
-* ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
+  :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
+* ``activations.py`` — :class:`ReLU`, :class:`GELU`, :class:`SiLU`, :func:`activation_module`.
+* ``feedforward.py`` — :class:`SwiGLU` (the gated feed-forward).
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
 * ``rotary.py`` — :class:`RotaryEmbedding` (rotary position embeddings, no parameters).
@@ -32,11 +33,13 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
 """
 
-from .activations import GELU, ReLU, activation_module
+from .activations import GELU, ReLU, SiLU, activation_module
 from .attention import MultiheadAttention
 from .decoder import TransformerDecoder, TransformerDecoderLayer
+from .feedforward import SwiGLU
 from .kv_cache import KVCache, cached_attention
-from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
+from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
+                     sinusoidal_table)
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
 from .rotary import RotaryEmbedding
@@ -52,3 +55,4 @@ __all__ = [
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
+__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

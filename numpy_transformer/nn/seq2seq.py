@@ -44,7 +44,7 @@ class Transformer(Module):
     ----------
     d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward, dropout, activation,
     layer_norm_eps, norm_first, bias
-        As torch (``activation``: "relu", "gelu" or an nt.ReLU/nt.GELU module).
+        As torch (``activation``: "relu", "gelu", "silu" or an nt.ReLU/nt.GELU/nt.SiLU module).
     custom_encoder : nt.Module, optional
         Used instead of the encoder: ``forward(src, mask=, src_key_padding_mask=, is_causal=)`` and
         ``backward(dmemory) -> dsrc`` (an :class:`TransformerEncoder` is one).

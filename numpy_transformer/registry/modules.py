@@ -118,7 +118,7 @@ def _draw_mha(c, cfg, min_width, min_len, add_bias_kv=None, add_zero_attn=None, 
 def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None, unbatched=None):
     _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask,
                unbatched=unbatched)
-    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
+    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu", "silu"), activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2))
 
 
@@ -135,12 +135,21 @@ def _draw_positional(c, cfg, min_width, min_len):
     cfg.update(B=c.integers(1, 3), S=c.integers(1, 6), D=c.integers(1, 6), max_len=c.integers(6, 12))
 
 
+def _draw_silu(c, cfg, min_width, min_len):
+    cfg.update(lead=_lead_shape(c) + (c.integers(min_width, 6),))
+
+
+def _draw_swiglu(c, cfg, min_width, min_len, bias=None):
+    cfg.update(lead=_lead_shape(c), D=c.integers(min_width, 6), F=c.integers(min_width, 8),
+               bias=_pick(c, (False, True), bias))
+
+
 def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, activation=None):
     h = c.integers(1, 3)
     b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6)
     cfg.update(V=c.integers(2, 9), H=h, D=h * c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4),
                F=c.integers(min_width, 8), n_layer=c.integers(1, 2), ids_shape=(b, s), block_size=s + c.integers(0, 2),
-               bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2), activation=_pick(c, ("gelu", "relu"), activation),
+               bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2), activation=_pick(c, ("gelu", "relu", "silu"), activation),
                positions=_pick(c, ("learned", "sinusoidal"), positions),
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
 
@@ -257,6 +266,12 @@ MODULES = {case.name: case for case in [
                lambda cfg: nn.RotaryEmbedding(cfg["D"], base=cfg["base"], interleaved=cfg["interleaved"]),
                examples=(("rotate half", {"interleaved": False}),
                          ("interleaved, positions", {"interleaved": True, "positions": True}))),
+    ModuleCase("LearnedPositionalEmbedding", _draw_positional,
+               lambda cfg: nn.LearnedPositionalEmbedding(cfg["max_len"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
+    ModuleCase("SiLU", _draw_silu, lambda cfg: nn.SiLU()),
+    ModuleCase("SwiGLU", _draw_swiglu,
+               lambda cfg: nn.SwiGLU(cfg["D"], cfg["F"], bias=cfg["bias"], dtype=_dt(cfg), seed=cfg["seed"]),
+               examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
                examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
@@ -308,7 +323,7 @@ def make_inputs(cfg, rng):
     if k in ("LayerNorm", "RMSNorm"):
         shape = cfg["lead"] + (cfg["shape"] if isinstance(cfg["shape"], tuple) else (cfg["shape"],))
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
-    if k == "PositionalEncoding":
+    if k in ("PositionalEncoding", "LearnedPositionalEmbedding"):
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
     if k == "RotaryEmbedding":
         s = cfg["S"]
@@ -316,6 +331,10 @@ def make_inputs(cfg, rng):
         return {"x": rng.standard_normal(cfg["lead"] + (s, cfg["D"])).astype(dt)}, {"positions": pos}
     if k == "RelativePositionBias":
         return {}, {"s": cfg["S"], "t": cfg["T"], "offset": cfg["offset"]}
+    if k == "SiLU":
+        return {"input": (rng.standard_normal(cfg["lead"]) * 3).astype(dt)}, {}
+    if k == "SwiGLU":
+        return {"x": rng.standard_normal(cfg["lead"] + (cfg["D"],)).astype(dt)}, {}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
@@ -346,11 +365,11 @@ def _qkv(x):
 def call_args(cfg, x, other):
     """``(positional args, keyword args)`` of the module's ``forward`` for the drawn inputs."""
     k = cfg["kind"]
-    if k in ("Linear", "LayerNorm", "RMSNorm"):
+    if k in ("Linear", "LayerNorm", "RMSNorm", "SiLU"):
         return [x["input"]], {}
     if k in ("Embedding", "TokenEmbedding", "GPT"):
         return [other["ids"]], {}
-    if k == "PositionalEncoding":
+    if k in ("PositionalEncoding", "LearnedPositionalEmbedding", "SwiGLU"):
         return [x["x"]], {}
     if k == "RotaryEmbedding":
         return [x["x"]], {"positions": other["positions"]}

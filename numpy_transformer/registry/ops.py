@@ -221,6 +221,24 @@ def _draw_gelu(c, dtype, approximate=None):
     return Draw({"x": x}, {"approximate": approximate})
 
 
+def _draw_silu(c, dtype, extreme=None):
+    x = _n(c.rng(), _elementwise_shape(c), dtype, c.choice((1.0, 4.0)))
+    if c.boolean() if extreme is None else extreme:     # the overflow-free sigmoid's far tails
+        x.flat[0] = c.choice((-1000.0, -60.0, 60.0, 1000.0))
+        x.flat[-1] = 1.0                                # one O(1) entry for the normwise metric
+    return Draw({"x": x}, {})
+
+
+def _draw_swiglu(c, dtype, bias=None):
+    rng = c.rng()
+    lead, d, f = _lead(c), c.integers(1, 5), c.integers(1, 6)
+    inputs = {"x": _n(rng, lead + (d,), dtype), "w_gate": _n(rng, (f, d), dtype), "w_up": _n(rng, (f, d), dtype),
+              "w_down": _n(rng, (d, f), dtype)}
+    if c.boolean() if bias is None else bias:
+        inputs.update(b_gate=_n(rng, (f,), dtype), b_up=_n(rng, (f,), dtype), b_down=_n(rng, (d,), dtype))
+    return Draw(inputs, {})
+
+
 def _draw_dropout(c, dtype, p=None):
     rng = c.rng()
     shape = _elementwise_shape(c)
@@ -416,6 +434,11 @@ OPS = {case.name: case for case in [
     OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu, examples=(("", {"zeros": False}),)),
     OpCase("gelu", *_pair("gelu_forward", "gelu_backward", ("x",)), _draw_gelu,
            examples=(("approximate=none", {"approximate": "none"}), ("approximate=tanh", {"approximate": "tanh"}))),
+    OpCase("silu", *_pair("silu_forward", "silu_backward", ("x",)), _draw_silu,
+           examples=(("", {"extreme": False}),)),
+    OpCase("swiglu", *_pair("swiglu_forward", "swiglu_backward",
+                            ("x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down")), _draw_swiglu,
+           examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
     OpCase("dropout", _dropout_forward, _pair("dropout_forward", "dropout_backward", ("x",))[1], _draw_dropout,
            examples=(("fixed mask, p=0.3", {"p": 0.3}),)),
     OpCase("scaled_dot_product_attention",
