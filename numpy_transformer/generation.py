@@ -69,7 +69,9 @@ def _check_ids(ids, vocab_size):
     if ids.ndim != 2:
         raise ValueError(f"ids must have shape (B, S) (one row per prompt; ids[None] for a single prompt), got "
                          f"shape {ids.shape}")
-    if ids.shape[1] == 0 or ids.shape[0] == 0:
+    if ids.shape[0] == 0:
+        raise ValueError(f"ids holds no prompt (shape {ids.shape}): pass at least one row (B >= 1)")
+    if ids.shape[1] == 0:
         raise ValueError(f"ids is an empty prompt (shape {ids.shape}): generation needs at least one token per "
                          "row to condition on (e.g. a start-of-sequence id)")
     return ids.astype(np.int64)
@@ -155,6 +157,9 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
             mask = None                       # nothing padded: the plain path, the same tokens
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     longest = ids.shape[1] if mask is None else int(mask.sum(axis=1).max())
+    if max_len is not None and longest >= max_len:
+        raise ValueError(f"ids: a prompt of {longest} tokens leaves no room for a new token within the model's "
+                         f"max_len (block_size) {max_len}: prompts may hold at most {max_len - 1} tokens")
     if max_len is not None and longest + max_new_tokens > max_len:
         raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {longest} tokens needs "
                          f"{longest + max_new_tokens} positions, more than the model's max_len (block_size) "
