@@ -135,8 +135,9 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         come first (**left** padding, as Hugging Face's decoder-only models expect; a 0 after a 1
         raises ValueError, where Hugging Face only warns). Padded positions are never attended to
         and each row's positions count from its first real token (``cumsum(attention_mask) - 1``),
-        so every row gets exactly the tokens it gets alone; generated tokens are real (the mask
-        grows by 1s). A row of only 0s is an empty prompt (ValueError). Default: every token real.
+        so every row gets exactly the logits it gets alone, hence the same greedy and beam-search
+        tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
+        prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt (ValueError). Default: every token real.
 
     Returns
     -------
