@@ -36,13 +36,14 @@ from typing import Optional
 
 import numpy as np
 
-from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_number, check_positive_int, \
-    check_probability
+from . import functional as F
+from ._checks import as_float_dtype, as_generator, check_attention_mask, check_grad, check_ids, check_number, \
+    check_positive_int, check_probability
 from .nn import Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, TransformerEncoderLayer
 from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
 
-__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS"]
+__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS", "position_ids"]
 
 POSITIONS = ("learned", "sinusoidal")
 GPT_ACTIVATIONS = ("gelu", "relu", "silu")
@@ -185,7 +186,8 @@ class GPT(ModelBase):
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
 
     # ------------------------------------------------------------------------------------------
-    def _check_ids(self, ids, past):
+    def _check_ids(self, ids, past, real=None):
+        """``ids`` checked; ``real`` (B,): each row's count of real positions so far (padding left out)."""
         if not isinstance(ids, np.ndarray):
             ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
@@ -194,13 +196,32 @@ class GPT(ModelBase):
             raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
         if ids.shape[0] == 0 or ids.shape[1] == 0:
             raise ValueError(f"ids must have a non-empty batch and sequence, got shape {ids.shape}")
-        if past + ids.shape[1] > self.max_len:
+        if real is None and past + ids.shape[1] > self.max_len:
             where = f" after the {past} cached positions" if past else ""
             raise ValueError(f"ids: {ids.shape[1]} positions{where} exceed block_size={self.max_len} (positions "
                              f"0..{self.max_len - 1}); build the model with a larger block_size")
+        if real is not None and real.max() > self.max_len:
+            row = int(np.argmax(real))
+            raise ValueError(f"ids: row {row} holds {int(real[row])} real positions (attention_mask's 1s, the "
+                             f"cached ones included), more than block_size={self.max_len} (positions "
+                             f"0..{self.max_len - 1}); build the model with a larger block_size")
         return check_ids(ids, "ids", self.vocab_size)
 
-    def forward(self, ids, past_key_values=None, use_cache=None):
+    def _padding(self, attention_mask, cache, b, past, s):
+        """The whole (B, P+S) bool mask (True = real) of a padded call, or None when nothing is padded."""
+        stored = None if cache is None else cache.attention_mask
+        if attention_mask is None:
+            if stored is None:
+                return None
+            return np.concatenate([stored, np.ones((b, s), dtype=bool)], axis=1)  # new tokens are real
+        mask = check_attention_mask(attention_mask, (b, past + s))
+        before = np.ones((b, past), dtype=bool) if stored is None else stored
+        if not np.array_equal(mask[:, :past], before):
+            raise ValueError(f"attention_mask's first {past} columns (the cached positions) differ from the mask "
+                             "the cache was built with: pass the whole mask, the cached positions' part unchanged")
+        return None if stored is None and mask.all() else mask
+
+    def forward(self, ids, past_key_values=None, use_cache=None, attention_mask=None):
         """ids (B, S) integer in [0, V) -> logits (B, S, V); with the cache, ``(logits, past_key_values)``.
 
         Parameters
@@ -213,6 +234,16 @@ class GPT(ModelBase):
             place and returned.
         use_cache : bool, optional
             Default: True when ``past_key_values`` is given. ``use_cache=True`` alone starts a new cache.
+        attention_mask : ndarray (B, P + S) of 0/1, optional
+            Hugging Face's mask over the cached (P) and new (S) positions: 1 = a real token, 0 =
+            padding, which must be on the left (a 0 after a 1 raises ValueError). Padded keys are never
+            attended to, and each row's positions count from its first real token (Hugging Face's
+            ``position_ids = cumsum(attention_mask) - 1``, clipped at 0), so the real positions of a
+            left-padded row get exactly the logits of that row run alone; the logits at padded
+            positions mean nothing. The cache keeps the mask: later cached calls may pass the whole
+            mask again or omit it (the new tokens are then real). With a mask, the limit
+            ``block_size`` applies to each row's real positions, not to the padded width. Backward
+            works through it (padded keys get no gradient).
 
         The cached forward is **inference only**: its logits equal the full forward's at those
         positions, but it keeps nothing for a backward (``backward`` after it raises RuntimeError).
@@ -226,12 +257,22 @@ class GPT(ModelBase):
             raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
                             f"got {type(past_key_values).__name__}")
         past = 0 if past_key_values is None else past_key_values.get_seq_length(0)
-        ids = self._check_ids(ids, past)
-        b, s = ids.shape
+        shape = np.shape(ids)
+        if len(shape) != 2 or 0 in shape:
+            self._check_ids(ids, past)                                           # raises: the shape is wrong
+        b, s = shape
         if past_key_values is not None and past and past_key_values.batch_size != b:
             raise ValueError(f"ids has batch {b} but past_key_values holds {past_key_values.batch_size} rows")
+        mask = self._padding(attention_mask, past_key_values, b, past, s)      # (B, P+S) True = real, or None
+        ids = self._check_ids(ids, past, None if mask is None else mask.sum(axis=1))
         x = self.wte(ids)                                                        # (B, S, D)
-        if self.config.positions == "learned":
+        if mask is not None:            # each row counts from its first real token (padding: position 0)
+            pos = position_ids(mask)[:, past:]                                   # (B, S)
+            if self.config.positions == "learned":
+                x = x + self.wpe(pos)                                            # (B, S, D)
+            else:
+                x = x + self.pos_encoding.pe[pos]                                # (B, S, D): a fixed table
+        elif self.config.positions == "learned":
             x = x + self.wpe(np.arange(past, past + s))                          # (B, S, D) + (S, D)
         elif past:
             x = x + self.pos_encoding.pe[past:past + s]                          # (B, S, D) + (S, D)
@@ -240,13 +281,20 @@ class GPT(ModelBase):
         x = self.drop(x)
         if use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
+            padding = None if mask is None else ~mask                            # (B, P+S) True = padding
             for i, block in enumerate(self.h):
-                x = _block_step(block, x, cache, i)
-        else:
+                x = _block_step(block, x, cache, i, padding)
+            if mask is not None:
+                cache.attention_mask = mask
+        elif mask is None:
             for block in self.h:
                 x = block(x, is_causal=True)                                     # (B, S, D)
+        else:
+            causal = F.causal_mask(s)                                            # (S, S) True = may not attend
+            for block in self.h:
+                x = block(x, src_mask=causal, src_key_padding_mask=~mask, is_causal=True)   # (B, S, D)
         logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape))
+        self._save((use_cache, logits.shape, mask is not None))
         return (logits, cache) if use_cache else logits
 
     def backward(self, dlogits):
@@ -256,7 +304,7 @@ class GPT(ModelBase):
         the shared parameter and ``wte.backward`` then adds the embedding use's scatter-add: the
         tied gradient is the sum of both (docs/derivations.md).
         """
-        cached, shape = self._take()
+        cached, shape, padded = self._take()
         if cached:
             raise RuntimeError("GPT.backward() after a cached forward (use_cache=True / past_key_values): incremental "
                                "decoding is inference only and keeps nothing for a backward; train with the full "
@@ -267,8 +315,8 @@ class GPT(ModelBase):
             dx = block.backward(dx)
         dx = self.drop.backward(dx)
         if self.config.positions == "learned":
-            self.wpe.backward(dx.sum(axis=0))                                    # (S, D): shared by the batch
-        else:
+            self.wpe.backward(dx if padded else dx.sum(axis=0))                 # (B, S, D) per row, or (S, D)
+        elif not padded:                                     # padded: the table was indexed, no module cache
             dx = self.pos_encoding.backward(dx)
         self.wte.backward(dx)
         return None
@@ -285,9 +333,17 @@ class GPT(ModelBase):
                 f"dtype={c.dtype}")
 
 
-def _block_step(block, x, cache, slot):
+def position_ids(attention_mask):
+    """Each row's positions counted from its first real token: Hugging Face's
+    ``cumsum(attention_mask) - 1``, clipped at 0 (the padding before it gets position 0).
+    attention_mask (B, T) bool or 0/1 -> (B, T) int64."""
+    return np.maximum(np.cumsum(attention_mask, axis=1, dtype=np.int64) - 1, 0)
+
+
+def _block_step(block, x, cache, slot, key_padding_mask=None):
     """One pre-LN block on the new positions x (B, S, D), self-attention through the cache:
-    ``x + dropout1(attn(norm1(x)))``, then ``+ ff(norm2(.))``, the block's own sub-modules."""
-    a = cached_attention(block.self_attn, block.norm1(x), cache, slot)           # (B, S, D)
+    ``x + dropout1(attn(norm1(x)))``, then ``+ ff(norm2(.))``, the block's own sub-modules.
+    ``key_padding_mask`` (B, P+S): True = a padded position, never attended to."""
+    a = cached_attention(block.self_attn, block.norm1(x), cache, slot, key_padding_mask=key_padding_mask)
     x = x + block.dropout1(a)
     return x + block._ff_block(block.norm2(x))                                   # (B, S, D)

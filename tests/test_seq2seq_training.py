@@ -114,7 +114,6 @@ def test_cli_train_evaluate_predict(tmp_path, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["train", "--model", "seq2seq", "--task", "shift"], "task must be one of ['dedup_sort', 'reverse', 'translate'] "
                                                          "for --model seq2seq, got 'shift'"),
-    (["train", "--model", "seq2seq", "--check-torch"], "--check-torch supports --model encoder only"),
     (["train", "--model", "seq2seq", "--task", "translate", "--seq-len", "5"], "seq_len must be >= 6 for translate"),
 ])
 def test_cli_bad_input(argv, message, capsys):

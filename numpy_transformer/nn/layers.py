@@ -184,7 +184,9 @@ class Dropout(Module):
     """Inverted dropout with the module's own seeded generator; the identity in eval mode.
 
     After a training-mode forward, ``last_mask`` holds the bool keep-mask used (so a reference
-    implementation can replay it); ``backward`` uses the same mask.
+    implementation can replay it); ``backward`` uses the same mask. A Dropout used several times in
+    one forward pass (``Seq2SeqModel``'s, on both embeddings) keeps every use's mask in ``masks``, in
+    the order of the uses (reset by the next pass).
     """
 
     def __init__(self, p=0.5, seed=None):
@@ -192,11 +194,16 @@ class Dropout(Module):
         self.p = check_probability(p)
         self.rng = as_generator(seed)
         self.last_mask = None
+        self.masks, self._masks_pass = [], None
 
     def forward(self, x):
         x = check_float_array(x, "input")
         out, cache = F.dropout_forward(x, self.p, self.training, self.rng)
         self.last_mask = cache.mask
+        tag = self._last_tag                   # this forward's pass (nn.module): a new pass starts a new list
+        if tag is None or tag[0] != self._masks_pass:
+            self.masks, self._masks_pass = [], None if tag is None else tag[0]
+        self.masks.append(cache.mask)
         self._save((cache, out.shape, out.dtype))
         return out
 
