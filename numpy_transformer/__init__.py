@@ -10,6 +10,7 @@ from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList
                  Parameter, PositionalEncoding, ReLU, RMSNorm, TokenEmbedding, TransformerEncoder,
                  TransformerEncoderLayer, dropout_masks, sinusoidal_table)
 from .nn import Transformer, TransformerDecoder, TransformerDecoderLayer
+from .nn import LearnedPositionalEmbedding, SiLU, SwiGLU
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
 from . import data, optim
@@ -18,6 +19,8 @@ from .model import TransformerModel
 from .gpt import GPT, GPTConfig
 from .nn import KVCache
 from .nn import FeedForward, GroupedQueryAttention, TransformerBlock
+from .nn import RotaryEmbedding
+from .nn import RelativePositionBias
 from . import generation
 from .seq2seq_model import Seq2SeqModel
 from . import tasks_seq2seq
@@ -37,3 +40,6 @@ __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
 __all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
+__all__ += ["RotaryEmbedding"]
+__all__ += ["RelativePositionBias"]
+__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

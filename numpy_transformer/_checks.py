@@ -159,3 +159,29 @@ def check_grad(dout, name, expected_shape, dtype):
     if dout.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype} like the forward output, got {dout.dtype}")
     return dout
+
+
+def check_attention_mask(mask, shape, name="attention_mask"):
+    """Hugging Face's ``attention_mask`` (B, T) of 0/1, 1 = a real token, padded on the **left**: as a
+    bool array (True = real). Refuses another shape, a float/object dtype, values other than 0/1, and
+    right padding (a 0 after a 1 in a row: the decoder-only models count positions from a row's first
+    real token and append new tokens at the right, so padding must come first)."""
+    if not isinstance(mask, np.ndarray):
+        mask = np.asarray(mask)
+    if mask.dtype != np.bool_ and mask.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer or bool array of 0/1 (1 = a real token, 0 = padding), got "
+                        f"dtype {mask.dtype}")
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (one 0/1 per position of ids, B x T), got "
+                         f"shape {tuple(mask.shape)}")
+    if mask.dtype != np.bool_:
+        if mask.size and (mask.min() < 0 or mask.max() > 1):
+            raise ValueError(f"{name} must hold only 0 (padding) and 1 (real token), got values in "
+                             f"[{mask.min()}, {mask.max()}]")
+        mask = mask.astype(bool)
+    right = np.flatnonzero((mask[:, :-1] & ~mask[:, 1:]).any(axis=1)) if mask.shape[1] > 1 else []
+    if len(right):
+        raise ValueError(f"{name} row {int(right[0])} has a 0 after a 1 (right padding, "
+                         f"{mask[right[0]].astype(int).tolist()}): pad prompts on the left, as decoder-only "
+                         "models expect (Hugging Face: tokenizer.padding_side = 'left')")
+    return mask

@@ -238,11 +238,28 @@ def record_embedding(module, out, name=None):
     _ACTIVE.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
 
 
+def _input_names(module, n):
+    """The first ``n`` argument names of ``module.forward`` (``query, key, value``; ``tgt, memory``)."""
+    import inspect
+    try:
+        names = [p.name for p in inspect.signature(module.forward).parameters.values()]
+    except (TypeError, ValueError):
+        names = []
+    return (names + [f"input {i}" for i in range(len(names), n)])[:n]
+
+
 def record_backward(module, grad):
-    """Called after each module's ``backward``: the gradient it returns (for its first input)."""
+    """Called after each module's ``backward``: the gradient it returns for its input, or for each of
+    its inputs when it returns several (``(dtgt, dmemory)`` of a decoder layer: note ``d tgt``, ``d memory``)."""
     _ACTIVE.backward_modules.append(module)
     if isinstance(grad, tuple):
-        grad = next((g for g in grad if isinstance(g, np.ndarray)), None)
+        arrays = [(i, g) for i, g in enumerate(grad) if isinstance(g, np.ndarray)]
+        if len(arrays) > 1:
+            names = _input_names(module, len(grad))
+            for i, g in arrays:
+                _ACTIVE.add(f"{_name(module)}", g, "backward", note=f"d {names[i]}")
+            return
+        grad = arrays[0][1] if arrays else None
     if isinstance(grad, np.ndarray):
         _ACTIVE.add(f"{_name(module)}", grad, "backward", note="d input")
     elif grad is None:

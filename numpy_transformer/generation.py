@@ -6,7 +6,8 @@ A model is usable when it follows the protocol :class:`numpy_transformer.GPT` do
 * ``model(ids)`` -> logits (B, S, V), a full forward;
 * ``model(ids, past_key_values=cache, use_cache=True)`` -> ``(logits, cache)``: the new positions
   ``ids`` after the cached ones (``cache=None`` starts one); the cache has ``reorder_cache(rows)``;
-* optionally ``model.max_len`` (the most positions it accepts) and ``model.train``/``eval``.
+* optionally ``model.max_len`` (the most positions it accepts) and ``model.train``/``eval``;
+* for a left-padded batch, ``attention_mask=`` (B, T) over all T positions so far, in both calls.
 
 Every step takes the logits of the last position (cast to float64 for the processing below), picks
 the next token of every row and feeds it back: with the cache, only that token; without it, the
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_generator, check_number, check_positive_int
+from ._checks import as_generator, check_attention_mask, check_number, check_positive_int
 
 __all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
 
@@ -68,7 +69,9 @@ def _check_ids(ids, vocab_size):
     if ids.ndim != 2:
         raise ValueError(f"ids must have shape (B, S) (one row per prompt; ids[None] for a single prompt), got "
                          f"shape {ids.shape}")
-    if ids.shape[1] == 0 or ids.shape[0] == 0:
+    if ids.shape[0] == 0:
+        raise ValueError(f"ids holds no prompt (shape {ids.shape}): pass at least one row (B >= 1)")
+    if ids.shape[1] == 0:
         raise ValueError(f"ids is an empty prompt (shape {ids.shape}): generation needs at least one token per "
                          "row to condition on (e.g. a start-of-sequence id)")
     return ids.astype(np.int64)
@@ -87,7 +90,7 @@ def _token_list(value, name, vocab_size):
 
 def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None, top_p=None, num_beams=1,
              eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
-             use_cache=True):
+             use_cache=True, attention_mask=None):
     """Continue the prompts ``ids`` (B, S) by up to ``max_new_tokens`` tokens, as ``transformers``' ``generate``.
 
     Parameters
@@ -95,10 +98,11 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     model : a model with the cached-forward protocol (module docstring), e.g. :class:`numpy_transformer.GPT`
         Run in eval mode (dropout off) during generation; its mode is restored afterwards.
     ids : ndarray (B, S), integer
-        One prompt per row, all of length S >= 1 (no padding or ``attention_mask``).
+        One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
+        marked in ``attention_mask``.
     max_new_tokens : int
-        S + max_new_tokens must not exceed ``model.max_len`` (ValueError; Hugging Face would warn and
-        nanoGPT would crop the context: here it is a clear error).
+        Each prompt's real length + max_new_tokens must not exceed ``model.max_len`` (ValueError;
+        Hugging Face would warn and nanoGPT would crop the context: here it is a clear error).
     do_sample : bool
         False: greedy (``num_beams=1``) or beam search. True: sample from the filtered distribution.
     temperature, top_k, top_p : sampling only
@@ -126,20 +130,41 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     use_cache : bool
         Feed each new token through the KV cache (True) or re-run the whole sequence (False): the
         same tokens.
+    attention_mask : ndarray (B, S) of 0/1, optional
+        Hugging Face's mask for prompts of unequal length: 1 = a real token, 0 = padding, which must
+        come first (**left** padding, as Hugging Face's decoder-only models expect; a 0 after a 1
+        raises ValueError, where Hugging Face only warns). Padded positions are never attended to
+        and each row's positions count from its first real token (``cumsum(attention_mask) - 1``),
+        so every row gets exactly the logits it gets alone, hence the same greedy and beam-search
+        tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
+        prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt (ValueError). Default: every token real.
 
     Returns
     -------
     ndarray (B, S + generated), int64
-        The prompts and their continuations.
+        The prompts (padding included) and their continuations.
     """
     max_len = getattr(model, "max_len", None)
     vocab_size = getattr(model, "vocab_size", None)
     ids = _check_ids(ids, vocab_size)
+    mask = None
+    if attention_mask is not None:
+        mask = check_attention_mask(attention_mask, ids.shape)
+        empty = np.flatnonzero(~mask.any(axis=1))
+        if len(empty):
+            raise ValueError(f"attention_mask row {int(empty[0])} is all 0: an empty prompt; generation needs at "
+                             "least one real token per row to condition on (e.g. a start-of-sequence id)")
+        if mask.all():
+            mask = None                       # nothing padded: the plain path, the same tokens
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    if max_len is not None and ids.shape[1] + max_new_tokens > max_len:
-        raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {ids.shape[1]} tokens needs "
-                         f"{ids.shape[1] + max_new_tokens} positions, more than the model's max_len (block_size) "
-                         f"{max_len}; ask for at most {max_len - ids.shape[1]} new tokens")
+    longest = ids.shape[1] if mask is None else int(mask.sum(axis=1).max())
+    if max_len is not None and longest >= max_len:
+        raise ValueError(f"ids: a prompt of {longest} tokens leaves no room for a new token within the model's "
+                         f"max_len (block_size) {max_len}: prompts may hold at most {max_len - 1} tokens")
+    if max_len is not None and longest + max_new_tokens > max_len:
+        raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {longest} tokens needs "
+                         f"{longest + max_new_tokens} positions, more than the model's max_len (block_size) "
+                         f"{max_len}; ask for at most {max_len - longest} new tokens")
     temperature = check_number(temperature, "temperature", low=0, low_open=True)
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
@@ -162,7 +187,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     if hasattr(model, "eval"):
         model.eval()
     try:
-        step = _Stepper(model, use_cache)
+        step = _Stepper(model, use_cache, mask)
         if num_beams > 1:
             return _beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
 
@@ -182,22 +207,35 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
 
 
 class _Stepper:
-    """The next-token scores (B, V) float64 of each row, with or without the cache."""
+    """The next-token scores (B, V) float64 of each row, with or without the cache; ``mask`` (B, S) bool
+    (True = real) for a left-padded batch, grown by one real column per generated token."""
 
-    def __init__(self, model, use_cache):
-        self.model, self.use_cache, self.cache = model, bool(use_cache), None
+    def __init__(self, model, use_cache, mask=None):
+        self.model, self.use_cache, self.cache, self.mask = model, bool(use_cache), None, mask
 
     def __call__(self, seq, new):
         """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen)."""
+        kwargs = {}
+        if self.mask is not None:
+            grown = seq.shape[1] - self.mask.shape[1]                            # generated since the last call
+            self.mask = np.concatenate([self.mask, np.ones((seq.shape[0], grown), dtype=bool)], axis=1)
+            kwargs["attention_mask"] = self.mask                                 # (B, T), Hugging Face's way
         if self.use_cache:
-            logits, self.cache = self.model(new, past_key_values=self.cache, use_cache=True)
+            logits, self.cache = self.model(new, past_key_values=self.cache, use_cache=True, **kwargs)
         else:
-            logits = self.model(seq)
+            logits = self.model(seq, **kwargs)
         return np.asarray(logits[:, -1], dtype=np.float64)                       # (B, V)
+
+    def repeat(self, k):
+        """Each row k times (beam search's B*K rows), before the first step."""
+        if self.mask is not None:
+            self.mask = np.repeat(self.mask, k, axis=0)                          # (B*K, S)
 
     def reorder(self, rows):
         if self.cache is not None:
             self.cache.reorder_cache(rows)
+        if self.mask is not None:
+            self.mask = self.mask[rows]
 
 
 def _decode(step, ids, n, pick, eos, pad):
@@ -255,6 +293,7 @@ def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
     the model's forward over all B*K rows is)."""
     b, s = ids.shape
     seq = np.repeat(ids, k, axis=0)                                              # (B*K, S)
+    step.repeat(k)
     beam_scores = np.zeros((b, k))
     beam_scores[:, 1:] = -1e9                 # the K copies are one beam until the first step splits them
     beam_scores = beam_scores.reshape(-1)                                        # (B*K,)

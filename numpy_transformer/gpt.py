@@ -1,4 +1,4 @@
-"""A decoder-only language model, GPT-style: :class:`GPTConfig` and :class:`GPT`.
+"""A decoder-only language model, GPT-style: :class:`GPT` (its configuration: :mod:`.gpt_config`).
 
 ``GPT`` maps token ids (B, S) to next-token logits (B, S, V)::
 
@@ -7,9 +7,13 @@
     x = h[i](x, is_causal=True)                # n_layer pre-LN blocks: x + sa(ln1(x)), then x + ff(ln2(x))
     logits = lm_head(ln_f(x))                  # (B, S, V); lm_head.weight is wte.weight when tied
 
-Each block is an :class:`~numpy_transformer.nn.TransformerEncoderLayer` with ``norm_first=True`` and the
-causal mask: exactly pre-LN causal self-attention, so the blocks' forward and backward are the
-encoder's, already proven against ``torch.nn``. The names follow nanoGPT (``wte``, ``wpe``, ``h``,
+By default each block is an :class:`~numpy_transformer.nn.TransformerEncoderLayer` with
+``norm_first=True`` and the causal mask: exactly pre-LN causal self-attention, so the blocks' forward
+and backward are the encoder's, already proven against ``torch.nn``. The modern options (rotary, ALiBi
+or relative positions, RMSNorm, SwiGLU, grouped-query attention; ``GPTConfig.modern``) build
+:class:`~numpy_transformer.nn.TransformerBlock` s instead, keys ``h.{i}.norm1``,
+``h.{i}.self_attn.{q,k,v,o}_proj``, ``h.{i}.mlp.*``, ``h.{i}.norm2`` (and ``relative_position_bias.*``,
+one table for every block). The names follow nanoGPT (``wte``, ``wpe``, ``h``,
 ``ln_f``, ``lm_head``; ``block_size``, ``n_layer``, ``n_head``, ``n_embd``) and Hugging Face's GPT-2
 (``n_inner``, ``tie_word_embeddings``, ``initializer_range``, ``past_key_values``, ``use_cache``).
 
@@ -31,150 +35,18 @@ the new positions through each block, attending them to the keys and values cach
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
-from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_number, check_positive_int, \
-    check_probability
 from . import functional as F
+from ._checks import as_generator, check_attention_mask, check_grad, check_ids
+from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
 from .nn import (Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, RelativePositionBias, RMSNorm,
                  TransformerBlock, TransformerEncoderLayer)
 from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
 
-__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config"]
-
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
-GPT_FFNS = ("gelu", "relu", "silu", "swiglu")
-NORMS = ("layernorm", "rmsnorm")
-
-
-@dataclass
-class GPTConfig:
-    """The GPT model's configuration (a plain dataclass: ``dataclasses.asdict`` saves it, ``GPTConfig(**d)``
-    restores it).
-
-    Parameters
-    ----------
-    vocab_size : int
-        V.
-    block_size : int
-        The longest sequence (nanoGPT's name; GPT-2's ``n_positions``): the positions table's size,
-        and the most tokens a prompt plus its generated continuation may hold.
-    n_layer, n_head, n_embd : int
-        Blocks, heads and width D (D divisible by the heads).
-    n_inner : int, optional
-        The feed-forward width F (default ``4 * n_embd``, as GPT-2).
-    dropout : float
-        On the embedding sum, the attention probabilities, both residual branches and inside the
-        feed-forward block (the encoder layer's four dropouts).
-    bias : bool
-        Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
-        the head never has one.
-    ffn : {"gelu", "relu", "silu", "swiglu"}
-        The feed-forward: an MLP with that activation (exact GELU, as ``torch.nn.functional.gelu``), or
-        SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's).
-    layer_norm_eps : float
-    positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
-        A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q
-        and k in every block (GPT-NeoX, Llama), ALiBi's fixed linear bias on the scores (BLOOM), T5's
-        learned bucketed relative bias (one table shared by the blocks), or nothing (the causal mask
-        alone tells positions apart).
-    norm : {"layernorm", "rmsnorm"}
-        The blocks' and the final norm.
-    num_kv_heads : int, optional
-        Key/value heads of grouped-query attention (default ``n_head``; 1: multi-query).
-    rope_base : float
-        Rotary embeddings' base (10000, the paper's).
-    relative_attention_num_buckets, relative_attention_max_distance : int
-        T5's relative bias: buckets and the distance beyond which all share the last bucket.
-    tie_word_embeddings : bool
-        The head's weight is the token embedding's (one parameter used twice; its gradient is the sum
-        of both uses).
-    initializer_range : float
-        The token (and learned position) embeddings are drawn from N(0, initializer_range**2), as
-        GPT-2; the blocks keep torch's initialisation, an untied head torch's ``Linear`` one.
-    dtype : {"float32", "float64"}
-
-    With ``norm="layernorm"``, an MLP, ``num_kv_heads`` = ``n_head`` and learned, sinusoidal or no
-    positions, the blocks are ``torch.nn.TransformerEncoderLayer``'s (``h.{i}.self_attn.in_proj_weight``
-    ...); any other choice builds :class:`~numpy_transformer.nn.TransformerBlock` s (``h.{i}.norm1``,
-    ``h.{i}.self_attn.q_proj`` ..., ``h.{i}.mlp.*``). ``llama_config(**kw)`` gives the Llama-style
-    block: RMSNorm, rotary, SwiGLU, grouped-query attention, no biases.
-    """
-
-    vocab_size: int
-    block_size: int = 128
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 64
-    n_inner: Optional[int] = None
-    dropout: float = 0.0
-    bias: bool = True
-    ffn: str = "gelu"
-    layer_norm_eps: float = 1e-5
-    positions: str = "learned"
-    norm: str = "layernorm"
-    num_kv_heads: Optional[int] = None
-    rope_base: float = 10000.0
-    relative_attention_num_buckets: int = 32
-    relative_attention_max_distance: int = 128
-    tie_word_embeddings: bool = True
-    initializer_range: float = 0.02
-    dtype: str = "float32"
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self):
-        """Check every field (ValueError/TypeError naming it); normalise ``dtype`` to its name."""
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            check_positive_int(getattr(self, name), name)
-        if self.n_inner is not None:
-            check_positive_int(self.n_inner, "n_inner")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd must be divisible by n_head, got n_embd={self.n_embd} and n_head={self.n_head}")
-        check_probability(self.dropout)
-        check_number(self.layer_norm_eps, "layer_norm_eps", low=0, low_open=True)
-        check_number(self.initializer_range, "initializer_range", low=0)
-        if self.ffn not in GPT_FFNS:
-            raise ValueError(f"ffn must be one of {GPT_FFNS}, got {self.ffn!r}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if self.num_kv_heads is not None:
-            check_positive_int(self.num_kv_heads, "num_kv_heads")
-            if self.n_head % self.num_kv_heads:
-                raise ValueError(f"n_head must be a multiple of num_kv_heads, got n_head={self.n_head} and "
-                                 f"num_kv_heads={self.num_kv_heads}")
-        if self.positions == "rope" and (self.n_embd // self.n_head) % 2:
-            raise ValueError(f"positions='rope' needs an even head dimension n_embd/n_head, got "
-                             f"{self.n_embd}/{self.n_head} = {self.n_embd // self.n_head}")
-        check_number(self.rope_base, "rope_base", low=1, low_open=True)
-        check_positive_int(self.relative_attention_num_buckets, "relative_attention_num_buckets")
-        check_positive_int(self.relative_attention_max_distance, "relative_attention_max_distance")
-        for name in ("bias", "tie_word_embeddings"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        self.dtype = as_float_dtype(self.dtype).name
-
-    @property
-    def modern(self):
-        """True when the blocks are :class:`~numpy_transformer.nn.TransformerBlock` s (an option torch's
-        encoder layer does not have); False: ``TransformerEncoderLayer``."""
-        return (self.norm != "layernorm" or self.ffn == "swiglu" or self.positions in ("rope", "alibi", "relative")
-                or self.num_kv_heads not in (None, self.n_head))
-
-    @property
-    def ffn_dim(self):
-        """F: ``n_inner``, or ``4 * n_embd``."""
-        return 4 * self.n_embd if self.n_inner is None else self.n_inner
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
+__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config", "position_ids"]
 
 
 class GPT(ModelBase):
@@ -240,7 +112,8 @@ class GPT(ModelBase):
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
 
     # ------------------------------------------------------------------------------------------
-    def _check_ids(self, ids, past):
+    def _check_ids(self, ids, past, real=None):
+        """``ids`` checked; ``real`` (B,): each row's count of real positions so far (padding left out)."""
         if not isinstance(ids, np.ndarray):
             ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
@@ -249,13 +122,32 @@ class GPT(ModelBase):
             raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
         if ids.shape[0] == 0 or ids.shape[1] == 0:
             raise ValueError(f"ids must have a non-empty batch and sequence, got shape {ids.shape}")
-        if past + ids.shape[1] > self.max_len:
+        if real is None and past + ids.shape[1] > self.max_len:
             where = f" after the {past} cached positions" if past else ""
             raise ValueError(f"ids: {ids.shape[1]} positions{where} exceed block_size={self.max_len} (positions "
                              f"0..{self.max_len - 1}); build the model with a larger block_size")
+        if real is not None and real.max() > self.max_len:
+            row = int(np.argmax(real))
+            raise ValueError(f"ids: row {row} holds {int(real[row])} real positions (attention_mask's 1s, the "
+                             f"cached ones included), more than block_size={self.max_len} (positions "
+                             f"0..{self.max_len - 1}); build the model with a larger block_size")
         return check_ids(ids, "ids", self.vocab_size)
 
-    def forward(self, ids, past_key_values=None, use_cache=None):
+    def _padding(self, attention_mask, cache, b, past, s):
+        """The whole (B, P+S) bool mask (True = real) of a padded call, or None when nothing is padded."""
+        stored = None if cache is None else cache.attention_mask
+        if attention_mask is None:
+            if stored is None:
+                return None
+            return np.concatenate([stored, np.ones((b, s), dtype=bool)], axis=1)  # new tokens are real
+        mask = check_attention_mask(attention_mask, (b, past + s))
+        before = np.ones((b, past), dtype=bool) if stored is None else stored
+        if not np.array_equal(mask[:, :past], before):
+            raise ValueError(f"attention_mask's first {past} columns (the cached positions) differ from the mask "
+                             "the cache was built with: pass the whole mask, the cached positions' part unchanged")
+        return None if stored is None and mask.all() else mask
+
+    def forward(self, ids, past_key_values=None, use_cache=None, attention_mask=None):
         """ids (B, S) integer in [0, V) -> logits (B, S, V); with the cache, ``(logits, past_key_values)``.
 
         Parameters
@@ -268,6 +160,16 @@ class GPT(ModelBase):
             place and returned.
         use_cache : bool, optional
             Default: True when ``past_key_values`` is given. ``use_cache=True`` alone starts a new cache.
+        attention_mask : ndarray (B, P + S) of 0/1, optional
+            Hugging Face's mask over the cached (P) and new (S) positions: 1 = a real token, 0 =
+            padding, which must be on the left (a 0 after a 1 raises ValueError). Padded keys are never
+            attended to, and each row's positions count from its first real token (Hugging Face's
+            ``position_ids = cumsum(attention_mask) - 1``, clipped at 0), so the real positions of a
+            left-padded row get exactly the logits of that row run alone; the logits at padded
+            positions mean nothing. The cache keeps the mask: later cached calls may pass the whole
+            mask again or omit it (the new tokens are then real). With a mask, the limit
+            ``block_size`` applies to each row's real positions, not to the padded width. Backward
+            works through it (padded keys get no gradient).
 
         The cached forward is **inference only**: its logits equal the full forward's at those
         positions, but it keeps nothing for a backward (``backward`` after it raises RuntimeError).
@@ -281,36 +183,65 @@ class GPT(ModelBase):
             raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
                             f"got {type(past_key_values).__name__}")
         past = 0 if past_key_values is None else past_key_values.get_seq_length(0)
-        ids = self._check_ids(ids, past)
-        b, s = ids.shape
+        shape = np.shape(ids)
+        if len(shape) != 2 or 0 in shape:
+            self._check_ids(ids, past)                                           # raises: the shape is wrong
+        b, s = shape
         if past_key_values is not None and past and past_key_values.batch_size != b:
             raise ValueError(f"ids has batch {b} but past_key_values holds {past_key_values.batch_size} rows")
+        mask = self._padding(attention_mask, past_key_values, b, past, s)      # (B, P+S) True = real, or None
+        ids = self._check_ids(ids, past, None if mask is None else mask.sum(axis=1))
         x = self.wte(ids)                                                        # (B, S, D)
-        positions = self.config.positions
-        if positions == "learned":
-            x = x + self.wpe(np.arange(past, past + s))                          # (B, S, D) + (S, D)
-        elif positions == "sinusoidal" and past:
-            x = x + self.pos_encoding.pe[past:past + s]                          # (B, S, D) + (S, D)
-        elif positions == "sinusoidal":
+        kind = self.config.positions
+        # each row counts from its first real token (padding: position 0); unpadded: past .. past+S-1
+        pos = None if mask is None else position_ids(mask)[:, past:]             # (B, S)
+        if kind == "learned":
+            x = x + self.wpe(np.arange(past, past + s) if pos is None else pos)  # + (S, D) or (B, S, D)
+        elif kind == "sinusoidal" and (past or pos is not None):
+            x = x + self.pos_encoding.pe[np.arange(past, past + s) if pos is None else pos]   # a fixed table
+        elif kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.drop(x)
+        has_bias = False                   # a learned score bias whose gradient goes back to its table
+        if self.config.modern:
+            x, cache, has_bias = self._modern_blocks(x, use_cache, past_key_values, past, mask, pos)
+        elif use_cache:
+            cache = KVCache() if past_key_values is None else past_key_values
+            padding = None if mask is None else ~mask                            # (B, P+S) True = padding
+            for i, block in enumerate(self.h):
+                x = _block_step(block, x, cache, i, padding)
+        elif mask is None:
+            for block in self.h:
+                x = block(x, is_causal=True)                                     # (B, S, D)
+        else:
+            causal = F.causal_mask(s)                                            # (S, S) True = may not attend
+            for block in self.h:
+                x = block(x, src_mask=causal, src_key_padding_mask=~mask, is_causal=True)   # (B, S, D)
+        if use_cache and mask is not None:
+            cache.attention_mask = mask
+        logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
+        self._save((use_cache, logits.shape, mask is not None, has_bias))
+        return (logits, cache) if use_cache else logits
+
+    def _modern_blocks(self, x, use_cache, past_key_values, past, mask, pos):
+        """The TransformerBlocks on x (B, S, D): every block gets the same score bias (the learned
+        relative one, or ALiBi's constant), the padding as -inf on padded keys, and the rotary
+        positions ``pos`` (B, S) of a padded batch (None: past .. past+S-1)."""
+        s = x.shape[1]
         bias, const = self._score_bias(s, past)          # (H, S, past+S) each, or None
+        if mask is not None:                              # padded keys: -inf for every query
+            pad = np.where(mask, 0.0, -np.inf).astype(self.dtype)[:, None, None, :]       # (B, 1, 1, P+S)
+            const = pad if const is None else const + pad
+        kw = dict(attn_bias=bias, attn_mask=const, positions=pos)
+        cache = None
         if use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
             for i, block in enumerate(self.h):
-                if self.config.modern:
-                    x = block.forward_cached(x, cache, i, attn_bias=bias, attn_mask=const)
-                else:
-                    x = _block_step(block, x, cache, i)
-        elif self.config.modern:
-            for block in self.h:
-                x = block(x, attn_bias=bias, is_causal=True, attn_mask=const)     # (B, S, D)
+                x = block.forward_cached(x, cache, i, **kw)
         else:
             for block in self.h:
-                x = block(x, is_causal=True)                                     # (B, S, D)
-        logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape, bias is not None))
-        return (logits, cache) if use_cache else logits
+                x = block(x, is_causal=True, **kw)                               # (B, S, D)
+        return x, cache, bias is not None
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient.
@@ -319,7 +250,7 @@ class GPT(ModelBase):
         the shared parameter and ``wte.backward`` then adds the embedding use's scatter-add: the
         tied gradient is the sum of both (docs/derivations.md).
         """
-        cached, shape, has_bias = self._take()
+        cached, shape, padded, has_bias = self._take()
         if cached:
             raise RuntimeError("GPT.backward() after a cached forward (use_cache=True / past_key_values): incremental "
                                "decoding is inference only and keeps nothing for a backward; train with the full "
@@ -337,8 +268,8 @@ class GPT(ModelBase):
         if has_bias:
             self.relative_position_bias.backward(dbias)
         if self.config.positions == "learned":
-            self.wpe.backward(dx.sum(axis=0))                                    # (S, D): shared by the batch
-        elif self.config.positions == "sinusoidal":
+            self.wpe.backward(dx if padded else dx.sum(axis=0))                 # (B, S, D) per row, or (S, D)
+        elif self.config.positions == "sinusoidal" and not padded:    # padded: the table was indexed
             dx = self.pos_encoding.backward(dx)
         self.wte.backward(dx)
         return None
@@ -367,19 +298,18 @@ class GPT(ModelBase):
                 f"dtype={c.dtype}")
 
 
-def _block_step(block, x, cache, slot):
+
+def position_ids(attention_mask):
+    """Each row's positions counted from its first real token: Hugging Face's
+    ``cumsum(attention_mask) - 1``, clipped at 0 (the padding before it gets position 0).
+    attention_mask (B, T) bool or 0/1 -> (B, T) int64."""
+    return np.maximum(np.cumsum(attention_mask, axis=1, dtype=np.int64) - 1, 0)
+
+
+def _block_step(block, x, cache, slot, key_padding_mask=None):
     """One pre-LN block on the new positions x (B, S, D), self-attention through the cache:
-    ``x + dropout1(attn(norm1(x)))``, then ``+ ff(norm2(.))``, the block's own sub-modules."""
-    a = cached_attention(block.self_attn, block.norm1(x), cache, slot)           # (B, S, D)
+    ``x + dropout1(attn(norm1(x)))``, then ``+ ff(norm2(.))``, the block's own sub-modules.
+    ``key_padding_mask`` (B, P+S): True = a padded position, never attended to."""
+    a = cached_attention(block.self_attn, block.norm1(x), cache, slot, key_padding_mask=key_padding_mask)
     x = x + block.dropout1(a)
     return x + block._ff_block(block.norm2(x))                                   # (B, S, D)
-
-
-def llama_config(vocab_size, **kwargs):
-    """A :class:`GPTConfig` with Llama's block: RMSNorm, rotary positions, SwiGLU, grouped-query attention
-    (``num_kv_heads`` default ``max(1, n_head // 2)``), no biases, an untied head; ``kwargs`` override."""
-    cfg = dict(vocab_size=vocab_size, positions="rope", norm="rmsnorm", ffn="swiglu", bias=False,
-               tie_word_embeddings=False)
-    cfg.update(kwargs)
-    cfg.setdefault("num_kv_heads", max(1, cfg.get("n_head", GPTConfig.n_head) // 2))
-    return GPTConfig(**cfg)

@@ -22,8 +22,8 @@ from . import _trace
 from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                       check_probability)
 from . import functional as F
-from .nn import (Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, PositionalEncoding, RelativePositionBias,
-                 TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
+from .nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, ModuleList,
+                 PositionalEncoding, RelativePositionBias, TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias"]
 
@@ -94,7 +94,8 @@ class TransformerModel(ModelBase):
         Pre-LN blocks, followed by a final LayerNorm (``encoder.norm``, or ``norm`` with a bias scheme).
     pos_encoding : {"sinusoidal", "learned", "relative", "alibi", "none"}
         The fixed sine/cosine table (a buffer, not in ``state_dict``), a trained table
-        ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding, T5's
+        ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding (an
+        :class:`~numpy_transformer.nn.LearnedPositionalEmbedding`), T5's
         learned relative bias on the attention scores (bidirectional buckets, one table
         ``relative_position_bias.*`` shared by the layers), ALiBi's fixed bias (symmetric,
         ``-slope * |i - j|``, for a bidirectional encoder; ``-slope * (i - j)`` with ``is_causal``), or
@@ -133,7 +134,7 @@ class TransformerModel(ModelBase):
         self.embed.weight.data *= dt.type(1.0 / math.sqrt(d_model))      # N(0, 1/D): unit std once scaled
         self.scale = dt.type(math.sqrt(d_model))
         if pos_encoding == "learned":
-            self.pos_embed = Embedding(max_len, d_model, dtype=dt, seed=rng)
+            self.pos_embed = LearnedPositionalEmbedding(max_len, d_model, dtype=dt, seed=rng)
         elif pos_encoding == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d_model, max_len=max_len, dtype=dt)
         elif pos_encoding == "relative":
@@ -185,7 +186,7 @@ class TransformerModel(ModelBase):
         if _trace.active():
             _trace.record_embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
         if self.pos_kind == "learned":
-            x = x + self.pos_embed(np.arange(s))                                 # (B, S, D) + (S, D)
+            x = self.pos_embed(x)                                                # (B, S, D) + (S, D)
         elif self.pos_kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.dropout(x)
@@ -235,7 +236,7 @@ class TransformerModel(ModelBase):
         dx = self._bias_layers_backward(dx) if self.pos_kind in BIAS_POSITIONS else self.encoder.backward(dx)
         dx = self.dropout.backward(dx)
         if self.pos_kind == "learned":
-            self.pos_embed.backward(dx.sum(axis=0))                              # (S, D): shared by the batch
+            dx = self.pos_embed.backward(dx)                                     # dP: the batch sum
         elif self.pos_kind == "sinusoidal":
             dx = self.pos_encoding.backward(dx)
         self.embed.backward(dx * self.scale)                                     # y = E[ids] * sqrt(D)

@@ -6,7 +6,8 @@ imported only when a figure is drawn, and only its object-oriented API with the 
 Without matplotlib they raise :class:`MatplotlibMissing` (an ImportError) with the install command.
 
 The numbers come from functions that need NumPy only: :func:`attention_weights` (every layer's
-per-head weights of a model on some token ids) and :func:`smooth`.
+per-head weights of a model on some token ids, encoder, seq2seq decoder or GPT:
+:mod:`numpy_transformer.attention_maps`) and :func:`smooth`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import math
 import os
 
 import numpy as np
+
+from .attention_maps import attention_weights
 
 __all__ = ["MatplotlibMissing", "INSTALL_HINT", "attention_weights", "plot_attention", "plot_positional",
            "plot_training", "smooth", "token_labels"]
@@ -49,50 +52,6 @@ def _save(fig, out):
 
 # -- attention ---------------------------------------------------------------------------------------------
 
-def attention_weights(model, ids):
-    """Every encoder layer's attention weights of ``model`` on ``ids``, per head, in eval mode.
-
-    Each layer's self-attention is run with ``need_weights=True, average_attn_weights=False`` inside the
-    model's own forward (its ``forward`` is wrapped for the call and restored), so the weights are
-    exactly those the model uses; the model's output and state do not change.
-
-    Parameters
-    ----------
-    model : TransformerModel (or any module with ``encoder.layers[i].self_attn``)
-    ids : int array (B, S)
-
-    Returns
-    -------
-    list of ndarray
-        One (B, H, S, S) array per layer: ``w[b, h, i, j]`` is how much query position i attends to key
-        position j in head h (each row sums to 1).
-    """
-    layers = list(model.encoder.layers)
-    captured = [None] * len(layers)
-
-    def wrap(i, attn):
-        original = type(attn).forward
-
-        def forward(query, key, value, **kwargs):
-            kwargs.update(need_weights=True, average_attn_weights=False)
-            out, w = original(attn, query, key, value, **kwargs)
-            captured[i] = np.array(w)                                    # (B, H, S, T)
-            return out, None
-        return forward
-
-    was_training = model.training
-    model.eval()
-    try:
-        for i, layer in enumerate(layers):
-            object.__setattr__(layer.self_attn, "forward", wrap(i, layer.self_attn))
-        model(np.asarray(ids))
-    finally:
-        for layer in layers:
-            layer.self_attn.__dict__.pop("forward", None)
-        model.train(was_training)
-    return captured
-
-
 def token_labels(ids, names=None):
     """Tick labels for token ids: ``PAD``/``EOS`` for 0/1 (the synthetic tasks' specials) unless
     ``names`` (a dict id -> str) says otherwise."""
@@ -113,7 +72,8 @@ def _ticks(ax, labels, axis, fontsize):
         ax.set_yticklabels(text, fontsize=fontsize)
 
 
-def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap="viridis"):
+def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap="viridis",
+                   query_name="query token", key_name="key token"):
     """One heatmap per head in one figure, token labels on both axes, one shared colour bar.
 
     Parameters
@@ -124,6 +84,8 @@ def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap
         The PNG to write.
     query_labels, key_labels : list of str
         Labels of the S query positions (rows) and T key positions (columns; default the query labels).
+    query_name, key_name : str
+        The axes' titles (e.g. "target token" and "source token" for cross-attention).
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 3:
@@ -149,9 +111,9 @@ def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap
         _ticks(ax, key_labels, "x", fontsize)
         _ticks(ax, query_labels, "y", fontsize)
         if k % ncols == 0:
-            ax.set_ylabel("query token (row)", fontsize=9)
+            ax.set_ylabel(f"{query_name} (row)", fontsize=9)
         if k >= h - ncols:
-            ax.set_xlabel("key token (column)", fontsize=9)
+            ax.set_xlabel(f"{key_name} (column)", fontsize=9)
     bar = fig.colorbar(image, ax=list(axes[:h]), shrink=0.85)
     bar.set_label("attention weight (each row sums to 1)")
     if title:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ._checks import as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int
 from .model import ModelBase, check_model_options
-from .nn import Dropout, Embedding, KVCache, Linear, PositionalEncoding, Transformer
+from .nn import Dropout, Embedding, KVCache, LearnedPositionalEmbedding, Linear, PositionalEncoding, Transformer
 
 __all__ = ["Seq2SeqModel"]
 
@@ -76,8 +76,8 @@ class Seq2SeqModel(ModelBase):
             e.weight.data *= dt.type(1.0 / math.sqrt(d_model))      # N(0, 1/D): unit std once scaled
         self.scale = dt.type(math.sqrt(d_model))
         if pos_encoding == "learned":
-            self.src_pos_embed = Embedding(max_len, d_model, dtype=dt, seed=rng)
-            self.tgt_pos_embed = Embedding(max_len, d_model, dtype=dt, seed=rng)
+            self.src_pos_embed = LearnedPositionalEmbedding(max_len, d_model, dtype=dt, seed=rng)
+            self.tgt_pos_embed = LearnedPositionalEmbedding(max_len, d_model, dtype=dt, seed=rng)
         else:
             self.pos_encoding = PositionalEncoding(d_model, max_len=max_len, dtype=dt)   # shared: no parameters
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])        # used on both sides, one mask per use
@@ -104,7 +104,7 @@ class Seq2SeqModel(ModelBase):
     def _embed(self, ids, embed, pos_embed):
         x = embed(ids) * self.scale                                               # (B, L, D)
         if self.pos_kind == "learned":
-            x = x + pos_embed(np.arange(ids.shape[1]))                            # (B, L, D) + (L, D)
+            x = pos_embed(x)                                                      # (B, L, D) + (L, D)
         else:
             x = self.pos_encoding(x)
         return self.dropout(x)
@@ -112,7 +112,7 @@ class Seq2SeqModel(ModelBase):
     def _embed_backward(self, dx, embed, pos_embed):
         dx = self.dropout.backward(dx)
         if self.pos_kind == "learned":
-            pos_embed.backward(dx.sum(axis=0))                                    # (L, D): shared by the batch
+            dx = pos_embed.backward(dx)                                           # dP: the batch sum
         else:
             dx = self.pos_encoding.backward(dx)
         embed.backward(dx * self.scale)                                           # y = E[ids] * sqrt(D)
@@ -181,7 +181,7 @@ class Seq2SeqModel(ModelBase):
                              f"max_len={self.max_len}")
         t = self.tgt_embed(tgt) * self.scale                                      # (B, S, D)
         if self.pos_kind == "learned":
-            t = t + self.tgt_pos_embed(np.arange(past, past + tgt.shape[1]))      # (B, S, D) + (S, D)
+            t = self.tgt_pos_embed(t, offset=past)                                # (B, S, D) + (S, D)
         else:
             t = t + self.pos_encoding.pe[past:past + tgt.shape[1]]                # (B, S, D) + (S, D)
         y, cache = self.transformer.decoder(self.dropout(t), memory, memory_key_padding_mask=memory_key_padding_mask,

@@ -43,6 +43,9 @@ class GroupedQueryAttention(ReferenceModule):
         if not self.rope:
             return x
         from .rope import rope as rotate
+        if positions is not None:
+            positions = torch.as_tensor(positions)
+            positions = positions[:, None, :] if positions.dim() == 2 else positions          # (B, 1, S)
         return rotate(x, positions, base=self.rope_base, interleaved=self.rope_interleaved)
 
     def forward(self, x, attn_bias=None, is_causal=False, attn_mask=None, positions=None):

@@ -88,6 +88,19 @@ def _attention(c):
                 else None}, c["dout"], {"out": "out", "dq": "query", "dk": "key", "dv": "value"})
 
 
+def _relative_position_bias(c):
+    # the buckets from the Hugging Face T5 twin's function, the lookup and its gradient from the table's op
+    from .position_bias import relative_position_bucket
+    s, t, nb = c["S"], c["T"], c["W"].shape[0]
+    rel = torch.arange(t)[None, :] - (torch.arange(s)[:, None] + t - s)
+    buckets = relative_position_bucket(rel, c["bidirectional"], nb, c["max_distance"]).numpy()
+    res = _op("relative_position_bias", {"weight": c["W"], "buckets": buckets}, {}, c["dbias"],
+              {"bias": "out", "dW": "weight"}, nondiff=("buckets",))
+    res["buckets"] = relative_position_bucket(torch.from_numpy(np.asarray(c["rel"], dtype=np.int64)),
+                                              c["bidirectional"], nb, c["max_distance"]).numpy()
+    return res
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -95,14 +108,25 @@ _RUNNERS = {
     "rms_norm": lambda c: _op("rms_norm", {"x": c["x"], "weight": c["gamma"]}, {"eps": 1e-6}, c["dy"],
                               {"y": "out", "dx": "x", "dgamma": "weight"}),
     "gelu": lambda c: _op("gelu", {"x": c["x"]}, {"approximate": c["approximate"]}, c["dy"], {"y": "out", "dx": "x"}),
+    "silu": lambda c: _op("silu", {"x": c["x"]}, {}, c["dy"], {"y": "out", "dx": "x"}),
+    "swiglu": lambda c: _op("swiglu", {"x": c["x"], "w_gate": c["W_gate"], "w_up": c["W_up"], "w_down": c["W_down"]},
+                            {}, c["dy"], {"y": "out", "dx": "x", "dW_gate": "w_gate", "dW_up": "w_up",
+                                          "dW_down": "w_down"}),
     "linear": lambda c: _op("linear", {"x": c["x"], "weight": c["W"], "bias": c["b"]}, {}, c["dy"],
                             {"y": "out", "dx": "x", "dW": "weight", "db": "bias"}),
     "embedding": lambda c: _op("embedding", {"ids": c["ids"], "weight": c["W"]}, {}, c["dout"],
                                {"out": "out", "dW": "weight"}, nondiff=("ids",)),
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
+    "relative_position_bias": _relative_position_bias,
     "positional_encoding": _positional,
+    "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
+                                                  "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),
     "scaled_dot_product_attention": _attention,
+    "grouped_query_attention": lambda c: _op(
+        "scaled_dot_product_attention_gqa", {"query": c["q"], "key": c["k"], "value": c["v"]},
+        {"is_causal": c["causal"], "enable_gqa": True}, c["dout"],
+        {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
     "multi_head_attention": _mha,
     "encoder_layer": _encoder,
 }

@@ -11,13 +11,17 @@
 * ``twin=False``: ``torch.nn.TransformerEncoderLayer(norm_first=True)`` itself (dropout 0): the
   registry's ``torch.nn`` comparison.
 
-``forward(ids, past_key_values=None, use_cache=False)``: the full forward (causal mask), or, with
+``forward(ids, past_key_values=None, use_cache=False, attention_mask=None)``: the full forward (causal
+mask; a left-padded batch's ``attention_mask`` (B, S) masks the padded keys and shifts each row's
+positions to ``cumsum(attention_mask) - 1`` clipped at 0, Hugging Face's ``position_ids``), or, with
 ``use_cache``, the incremental one written with torch ops (``past_key_values`` a list of per-layer
 ``(keys, values)`` (B, H, T, Dh), Hugging Face's legacy format), used by the generation benchmark and
 checked against the full forward in the tests. :func:`greedy` is the benchmark's decoding loop.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -54,7 +58,7 @@ class GPT(ReferenceModule):
                 c.n_head, c.relative_attention_num_buckets, c.relative_attention_max_distance,
                 bidirectional=False).to(kw["dtype"])
         self.drop = Dropout(c.dropout)
-        if c.modern:
+        if c.modern:      # the TransformerBlock twins (torch.nn: torch's sdpa with enable_gqa inside)
             self.h = nn.ModuleList(RB.TransformerBlock(d, c.n_head, c.ffn_dim, c.num_kv_heads, c.dropout, c.ffn, c.norm,
                                                        True, c.bias, c.layer_norm_eps, c.positions == "rope",
                                                        c.rope_base, use_sdpa=not twin, **kw)
@@ -72,13 +76,14 @@ class GPT(ReferenceModule):
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight
 
-    def _embed(self, ids, past):
+    def _embed(self, ids, past, position_ids=None):
         s = ids.shape[1]
         x = self.wte(ids)                                                            # (B, S, D)
+        pos = torch.arange(past, past + s) if position_ids is None else position_ids   # (S,) or (B, S)
         if self.config.positions == "learned":
-            return x + self.wpe(torch.arange(past, past + s))
+            return x + self.wpe(pos)
         if self.config.positions == "sinusoidal":
-            return x + self.pos_encoding.pe[past:past + s].to(x.dtype)
+            return x + self.pos_encoding.pe[pos].to(x.dtype)
         return x
 
     def _bias(self, s, t, dtype):
@@ -89,20 +94,33 @@ class GPT(ReferenceModule):
             return alibi_bias(self.config.n_head, s, t, dtype)          # from the paper's get_slopes
         return None
 
-    def forward(self, ids, past_key_values=None, use_cache=False):
+    def forward(self, ids, past_key_values=None, use_cache=False, attention_mask=None):
         ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
         if use_cache:
+            if attention_mask is not None:
+                raise NotImplementedError("the twin's cached forward takes no attention_mask")
+            if self.config.modern:
+                raise NotImplementedError("the twin's cached forward covers the TransformerEncoderLayer blocks; "
+                                          "nt.GPT's cached path for the modern blocks is checked against the full "
+                                          "forward (tests/test_gpt.py)")
             return self._cached_forward(ids, past_key_values)
-        x = self.drop(self._embed(ids, 0))
         s = ids.shape[1]
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend
+        padding, position_ids = None, None
+        if attention_mask is not None:
+            real = torch.as_tensor(np.asarray(attention_mask)).long()                # (B, S) 1 = real
+            position_ids = (real.cumsum(-1) - 1).clamp(min=0)                        # Hugging Face's
+            padding = real == 0                                                      # True = ignore that key
+        x = self.drop(self._embed(ids, 0, position_ids))
         if self.config.modern:
             bias = self._bias(s, s, x.dtype)
+            pad = None if padding is None else torch.zeros(padding.shape, dtype=x.dtype).masked_fill(
+                padding, -math.inf)[:, None, None, :]                                # (B, 1, 1, S)
             for block in self.h:
-                x = block(x, attn_bias=bias, is_causal=True)
+                x = block(x, attn_bias=bias, is_causal=True, attn_mask=pad, positions=position_ids)
             return self.lm_head(self.ln_f(x))                                        # (B, S, V)
-        causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend
         for block in self.h:
-            x = block(x, src_mask=causal, is_causal=True)
+            x = block(x, src_mask=causal, src_key_padding_mask=padding, is_causal=True)
         return self.lm_head(self.ln_f(x))                                            # (B, S, V)
 
     @torch.no_grad()

@@ -10,16 +10,33 @@
 It builds a :class:`reference_torch.model.TorchTwin` from the trainer's current weights and optimizer
 state (so attaching it after ``Trainer.resume`` continues a resumed run), and after each NumPy step
 takes the same step in torch: the same batch, the NumPy forward's dropout masks replayed, the same
-learning rate and clipping. :attr:`Lockstep.stats` records how far the two runs ever drift.
+learning rate, clipping and loss (the trainer's ``ignore_index`` and label smoothing). Every model
+kind of ``--model`` has its twin:
+
+* ``encoder``: :class:`reference_torch.model.TorchTransformerModel` (its replay path);
+* ``seq2seq``: :class:`reference_torch.seq2seq_model.TorchSeq2SeqModel` built from the decoder twins
+  (``twin=True``), teacher-forced as :class:`numpy_transformer.kinds.Seq2SeqKind` (BOS + the target
+  shifted right, the source padding masked), the embeddings' shared dropout replaying both uses'
+  masks (``model.dropout.masks``);
+* ``gpt``: :class:`reference_torch.gpt.GPT` with the hand-written blocks, next-token prediction on the
+  whole sequence.
+
+:attr:`Lockstep.stats` records how far the two runs ever drift.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy_transformer as nt
+import numpy as np
+import torch
 
+import numpy_transformer as nt
+from numpy_transformer import tasks_seq2seq as s2s
+
+from . import gpt as gpt_twin
 from .model import TorchTwin
+from .seq2seq_model import twin_of
 
 __all__ = ["Lockstep", "TwinStats"]
 
@@ -43,14 +60,22 @@ class Lockstep:
     def __init__(self, trainer):
         c = trainer.config
         self.model = trainer.model
-        self.twin = TorchTwin(trainer.model, c.optimizer, c.optimizer_kwargs(), label_smoothing=c.label_smoothing)
+        if c.model not in TWINS:
+            raise ValueError(f"--check-torch has no torch twin for --model {c.model}; it supports {sorted(TWINS)}")
+        module, forward = TWINS[c.model](trainer.model)
+        self.twin = TorchTwin(trainer.model, c.optimizer, c.optimizer_kwargs(),
+                              ignore_index=trainer.criterion.ignore_index, label_smoothing=c.label_smoothing,
+                              module=module, forward=forward)
         self.twin.load_optimizer_state(trainer.model, trainer.optimizer)
         self.stats = TwinStats()
 
     def on_step(self, trainer, batch, result):
         """The torch step of the batch the NumPy model just trained on, with its dropout masks."""
         src, tgt = batch
-        ref_loss = self.twin.step(src, tgt, nt.dropout_masks(trainer.model), lr=result.lr, clip=trainer.config.clip)
+        masks = nt.dropout_masks(trainer.model)
+        if trainer.config.model == "seq2seq":                 # one Dropout, two uses: (source, target)
+            masks["dropout"] = list(trainer.model.dropout.masks)
+        ref_loss = self.twin.step(src, tgt, masks, lr=result.lr, clip=trainer.config.clip)
         rel = abs(result.loss - ref_loss) / max(abs(ref_loss), 1e-300)
         s = self.stats
         s.steps += 1
@@ -65,3 +90,29 @@ class Lockstep:
         s.weight_abs, s.weight_rel = abs_err, rel_err
         s.max_weight_rel = max(s.max_weight_rel, rel_err)
         return abs_err, rel_err
+
+
+def _encoder_twin(model):
+    return None, None                                     # TorchTwin's default: the encoder model's twin
+
+
+def _seq2seq_twin(model):
+    def forward(module, src, tgt, masks):
+        masks = dict(masks)
+        embed = masks.pop("dropout", None)
+        module.set_dropout_masks(masks)
+        src = np.asarray(src)
+        logits = module(torch.as_tensor(src), torch.as_tensor(s2s.decoder_input(tgt)),
+                        src_key_padding_mask=torch.as_tensor(src == s2s.PAD), embed_masks=embed)
+        return logits, tgt                                # Seq2SeqKind.logits, in torch
+    return twin_of(model, twin=True), forward
+
+
+def _gpt_twin(model):
+    def forward(module, ids, tgt, masks):
+        module.set_dropout_masks(masks)
+        return module(ids), tgt                           # GPTKind.logits, in torch
+    return gpt_twin.to_torch(model, twin=True), forward
+
+
+TWINS = {"encoder": _encoder_twin, "seq2seq": _seq2seq_twin, "gpt": _gpt_twin}

@@ -33,8 +33,9 @@ from .convert import numpy_dtype, torch_dtype
 from .modules import activation, set_dropout_masks
 from .position_bias import RelativePositionBias, alibi_bias
 
-activation_fn = activation           # the constructor's ``activation`` argument shadows the function
 BIAS_POSITIONS = ("relative", "alibi")
+
+_activation_fn = activation    # for __init__, whose ``activation`` argument shadows the function
 
 __all__ = ["TorchTransformerModel", "to_torch", "from_torch", "TorchTwin", "torch_dtype"]
 
@@ -71,7 +72,7 @@ class TorchTransformerModel(nn.Module):
             self.norm = nn.LayerNorm(d_model, **kw) if norm_first else None
         else:
             layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
-                                               activation=activation_fn(activation), batch_first=True,
+                                               activation=_activation_fn(activation), batch_first=True,
                                                norm_first=norm_first, **kw)
             self.encoder = nn.TransformerEncoder(layer, num_layers,
                                                  norm=nn.LayerNorm(d_model, **kw) if norm_first else None,
@@ -210,10 +211,17 @@ class TorchTwin:
     optimizer : str
         ``"adam"``, ``"adamw"`` or ``"sgd"``; ``optim_kwargs`` go to the torch optimizer.
     ignore_index, label_smoothing : the loss's options.
+    module, forward : optional
+        Another model kind's twin (already holding ``model``'s weights) and its training forward
+        ``forward(module, src, tgt, masks) -> (logits, targets)``, the masks replayed
+        (:mod:`reference_torch.lockstep` passes them for ``seq2seq`` and ``gpt``). Default: the
+        encoder model's twin, ``to_torch(model)``.
     """
 
-    def __init__(self, model, optimizer, optim_kwargs, ignore_index=-100, label_smoothing=0.0):
-        self.module = to_torch(model)
+    def __init__(self, model, optimizer, optim_kwargs, ignore_index=-100, label_smoothing=0.0, module=None,
+                 forward=None):
+        self.module = to_torch(model) if module is None else module
+        self.forward = forward
         cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[optimizer]
         self.optimizer = cls(self.module.parameters(), **optim_kwargs)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
@@ -239,7 +247,10 @@ class TorchTwin:
             for g in self.optimizer.param_groups:
                 g["lr"] = lr
         self.optimizer.zero_grad()
-        logits = self.module(ids, src_key_padding_mask, is_causal, dropout_masks=masks)
+        if self.forward is None:
+            logits = self.module(ids, src_key_padding_mask, is_causal, dropout_masks=masks)
+        else:
+            logits, targets = self.forward(self.module, ids, targets, masks)
         v = logits.shape[-1]
         loss = F.cross_entropy(logits.reshape(-1, v), torch.as_tensor(np.asarray(targets)).reshape(-1),
                                ignore_index=self.ignore_index, label_smoothing=self.label_smoothing)

@@ -66,7 +66,7 @@ __all__ = [
     "ReferenceModule", "Dropout", "TokenEmbedding", "PositionalEncoding", "MultiheadAttention",
     "FeedForward", "TransformerEncoderLayer", "TransformerEncoder", "activation", "dropout", "causal_mask",
     "additive_mask", "merge_masks", "attention", "feed_forward", "sinusoidal_table", "set_dropout_masks",
-    "clear_dropout_masks",
+    "clear_dropout_masks", "LearnedPositionalEmbedding",
 ]
 
 
@@ -247,6 +247,24 @@ class PositionalEncoding(ReferenceModule):
             raise ValueError(f"sequence length {s} exceeds PositionalEncoding max_len={self.max_len}; "
                              "build the module with a larger max_len")
         return x + self.pe[:s].to(x.dtype)                                           # (B, S, D) + (S, D)
+
+
+class LearnedPositionalEmbedding(ReferenceModule):
+    """Adds a trained table: ``x + embedding(arange(offset, offset + S), weight)`` (twin of
+    ``nt.LearnedPositionalEmbedding``; autograd sums the batch's gradients into each used row)."""
+
+    def __init__(self, max_len, d_model, device=None, dtype=None):
+        super().__init__()
+        self.max_len, self.d_model = max_len, d_model
+        self.weight = nn.Parameter(torch.randn(max_len, d_model, device=device, dtype=dtype))
+
+    def forward(self, x, offset=0):
+        """x (B, S, D) -> (B, S, D)."""
+        s = x.shape[1]
+        if offset + s > self.max_len:
+            raise ValueError(f"sequence length {s} exceeds LearnedPositionalEmbedding max_len={self.max_len}")
+        positions = torch.arange(offset, offset + s, device=self.weight.device)
+        return x + F.embedding(positions, self.weight)                               # (B, S, D) + (S, D)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,14 +466,15 @@ class MultiheadAttention(ReferenceModule):
 # feed-forward, encoder block, encoder
 # --------------------------------------------------------------------------------------------------
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
 def activation(spec):
     """The torch function for an activation ``spec``, the one place the torch side resolves one.
 
-    ``spec`` is ``"relu"`` (``F.relu``), ``"gelu"`` (``F.gelu``, exact), a ``numpy_transformer``
-    activation module (``nt.ReLU``; ``nt.GELU``, honouring its ``approximate``), or any other callable
+    ``spec`` is ``"relu"`` (``F.relu``), ``"gelu"`` (``F.gelu``, exact), ``"silu"`` (``F.silu``), a
+    ``numpy_transformer`` activation module (``nt.ReLU``; ``nt.GELU``, honouring its ``approximate``;
+    ``nt.SiLU``), or any other callable
     (returned as is: a torch function or ``torch.nn`` module).
     """
     if isinstance(spec, nt.Module):                 # before callable(): nt modules are callable too
@@ -463,13 +482,15 @@ def activation(spec):
             return F.relu
         if isinstance(spec, nt.GELU):
             return F.gelu if spec.approximate == "none" else functools.partial(F.gelu, approximate=spec.approximate)
+        if isinstance(spec, nt.SiLU):
+            return F.silu
         raise TypeError(f"no torch function for the activation module {type(spec).__name__}")
     if isinstance(spec, str):
         if spec in _ACTIVATIONS:
             return _ACTIVATIONS[spec]
     elif callable(spec):
         return spec
-    raise ValueError(f"activation must be 'relu', 'gelu', an nt.ReLU/nt.GELU module or a callable, got {spec!r}")
+    raise ValueError(f"activation must be 'relu', 'gelu', 'silu', an nt.ReLU/nt.GELU/nt.SiLU module or a callable, got {spec!r}")
 
 
 _activation = activation   # for the constructors below, whose ``activation`` argument shadows the function

@@ -25,8 +25,11 @@ from torch import nn
 
 from . import block as RB
 from . import decoder as RD
+from . import feedforward as RF
 from . import gpt as RG
 from . import modules as R
+from . import rope as RR
+from . import position_bias as RP
 from .convert import to_torch, torch_dtype
 
 __all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
@@ -54,19 +57,20 @@ def _causal_bool(s, t):
 # ops: torch.nn.functional, with our mask convention translated
 # --------------------------------------------------------------------------------------------------
 
-def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None):
+def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
     """torch's scaled_dot_product_attention, the mask passed unchanged (the same convention as ours)."""
-    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                           enable_gqa=enable_gqa)
 
 
-def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, **_tiles):
+def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, **_tiles):
     """torch's scaled_dot_product_attention for our tiled attention, which also takes a mask together
     with ``is_causal`` (torch's function refuses both): that one case is merged into the mask here."""
     if attn_mask is not None and is_causal:
         allowed = ~_causal_bool(query.shape[-2], key.shape[-2])
         attn_mask = attn_mask & allowed if attn_mask.dtype == torch.bool else attn_mask.masked_fill(~allowed, -math.inf)
         is_causal = False
-    return _sdpa(query, key, value, attn_mask, is_causal, scale)
+    return _sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)
 
 
 def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, key_padding_mask=None,
@@ -114,10 +118,19 @@ OPS = {
     "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
     "relu": lambda x: TF.relu(x),
     "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
+    "silu": lambda x: TF.silu(x),
+    # SwiGLU, as Hugging Face's LlamaMLP: down(silu(gate(x)) * up(x))
+    "swiglu": lambda x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None: TF.linear(
+        TF.silu(TF.linear(x, w_gate, b_gate)) * TF.linear(x, w_up, b_up), w_down, b_down),
     "dropout": _dropout,
     "scaled_dot_product_attention": _sdpa,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
+    "scaled_dot_product_attention_gqa": _sdpa,       # enable_gqa=True arrives in the static options
+    "flash_attention_gqa": _flash,
     "multi_head_attention": _mha,
+    "rope": RR.rope,                                 # torch has no RoPE: HF's rotate_half, Meta's complex twin
+    # T5's lookup W[buckets] -> (H, S, T): torch's embedding of the (query, key) pairs' buckets
+    "relative_position_bias": lambda weight, buckets: TF.embedding(buckets, weight).permute(2, 0, 1),
     "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
         TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
                          label_smoothing=label_smoothing),
@@ -183,12 +196,19 @@ MODULES = {
     # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
     "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
     "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
+    "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
+    "LearnedPositionalEmbedding": lambda m, twin=False: R.LearnedPositionalEmbedding(m.max_len, m.d_model),
+    "SiLU": lambda m, twin=False: nn.SiLU(),
+    "SwiGLU": lambda m, twin=False: RF.SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
     # torch has no such modules: torch's own scaled_dot_product_attention(enable_gqa=True) ("torch.nn")
     # or the textbook repeat_interleave twin ("twin"), built from torch.nn's Linear and norms
     "GroupedQueryAttention": lambda m, twin=False: RB.attention_like(m, twin),
     "TransformerBlock": lambda m, twin=False: RB.block_like(m, twin),
+    # torch has no T5 bias: the twin transcribes Hugging Face's T5Attention (relative_attention_bias, compute_bias)
+    "RelativePositionBias": lambda m, twin=False: RP.RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
+                                                                          m.bidirectional),
 }
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
 MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))

@@ -397,6 +397,37 @@ def _check_positional(ns):
     emb(np.arange(s))
     emb.backward(dy.sum(axis=0))
     close("learned = lookup of arange(S), batch-summed", dP=(dp, emb.weight.grad))
+    lpe = nn.LearnedPositionalEmbedding(max_len, d, dtype=np.float64, seed=0)   # the models' pos_embed
+    lpe(x)
+    close("nn.LearnedPositionalEmbedding", dx=(ns["sinusoidal_input_grad"](dy), lpe.backward(dy)),
+          dP=(dp, lpe.weight.grad))
+
+
+@check("silu")
+def _check_silu(ns):
+    rng = np.random.default_rng(20)
+    x = np.concatenate([rng.standard_normal(50) * 4, [-30.0, -1.28, 0.0, 2.4, 30.0]])
+    dy = rng.standard_normal(x.shape)
+    _, cache = F.silu_forward(x)
+    close("silu", dx=(ns["silu_grad"](dy, x), F.silu_backward(dy, cache)))
+
+
+@check("swiglu")
+def _check_swiglu(ns):
+    rng = np.random.default_rng(21)
+    n, d, f = 7, 4, 6
+    x, dy = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    wg, wu, wd = rng.standard_normal((f, d)), rng.standard_normal((f, d)), rng.standard_normal((d, f))
+    _, cache = F.swiglu_forward(x, wg, wu, wd)
+    dx, dwg, dwu, dwd = F.swiglu_backward(dy, cache)[:4]
+    ddx, ddwg, ddwu, ddwd = ns["swiglu_grads"](dy, x, wg, wu, wd)
+    close("functional", dx=(ddx, dx), dWg=(ddwg, dwg), dWu=(ddwu, dwu), dWd=(ddwd, dwd))
+    m = nn.SwiGLU(d, f, dtype=np.float64, seed=0)
+    for name, w in (("gate_proj", wg), ("up_proj", wu), ("down_proj", wd)):
+        getattr(m, name).weight.data[...] = w
+    m(x)
+    close("nn.SwiGLU", dx=(ddx, m.backward(dy)), dWg=(ddwg, m.gate_proj.weight.grad),
+          dWu=(ddwu, m.up_proj.weight.grad), dWd=(ddwd, m.down_proj.weight.grad))
 
 
 @check("token_embedding")
@@ -541,6 +572,53 @@ def _check_kv_cache(ns):
         q, k, v = (rng.standard_normal((s, dh)) for _ in range(3))
         full, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
         close(f"S={s}: cached steps vs the causal full forward", out=(ns["decode_with_cache"](q, k, v), full))
+
+
+@check("rope")
+def _check_rope(ns):
+    rng = np.random.default_rng(20)
+    for lead, s, dh, base, inter in [((), 1, 2, 10000.0, False), ((2, 3), 5, 8, 10000.0, False),
+                                     ((3,), 4, 6, 500.0, True), ((2,), 3, 4, 10000.0, True)]:
+        x, dout = rng.standard_normal((2,) + lead + (s, dh))
+        pos = rng.integers(0, 200, size=s)
+        out, cache = F.rope_forward(x, pos, base, inter)
+        close(f"{lead + (s, dh)}, interleaved={inter}", out=(ns["rope_rotate"](x, pos, base, inter), out),
+              dx=(ns["rope_grad"](dout, pos, base, inter), F.rope_backward(dout, cache)))
+
+
+@check("alibi")
+def _check_alibi(ns):
+    for h in range(1, 13):
+        for s, t in [(1, 1), (4, 4), (1, 6), (3, 5)]:
+            close(f"H={h}, S={s}, T={t}", bias=(ns["alibi"](h, s, t), F.alibi_bias(h, s, t)))
+
+
+@check("relative_position_bias")
+def _check_relative_position_bias(ns):
+    rng = np.random.default_rng(21)
+    for nb, md, bidirectional, s, t in [(32, 128, True, 7, 150), (32, 128, False, 150, 150), (8, 6, True, 5, 9),
+                                       (6, 5, False, 1, 12)]:
+        w = rng.standard_normal((nb, 3))
+        buckets = F.relative_position_bucket(F.relative_positions(s, t), bidirectional, nb, md)
+        bias, cache = F.relative_position_bias_forward(w, buckets)
+        dbias = rng.standard_normal(bias.shape)
+        b, dw = ns["t5_bias_and_grad"](w, s, t, bidirectional, md, dbias)
+        close(f"NB={nb}, max_distance={md}, bidirectional={bidirectional}, S={s}, T={t}", bias=(b, bias),
+              dW=(dw, F.relative_position_bias_backward(dbias, cache)))
+
+
+@check("gqa")
+def _check_gqa(ns):
+    rng = np.random.default_rng(20)
+    for hq, hkv in [(4, 2), (6, 1), (3, 3)]:                   # grouped, multi-query, one head per query head
+        q = rng.standard_normal((2, hq, 5, 4))
+        k, v = rng.standard_normal((2, hkv, 6, 4)), rng.standard_normal((2, hkv, 6, 3))
+        out, cache = F.scaled_dot_product_attention_forward(q, k, v, enable_gqa=True)
+        do = rng.standard_normal(out.shape)
+        dq, dk, dv = F.scaled_dot_product_attention_backward(do, cache)
+        ddq, ddk, ddv = ns["gqa_backward"](do, q, k, v)
+        close(f"Hq={hq}, Hkv={hkv}", out=(ns["gqa_forward"](q, k, v), out), dq=(ddq, dq), dk=(ddk, dk),
+              dv=(ddv, dv))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -100,6 +100,16 @@ from numpy_transformer import functional as F
 def gelu_forward(x, approximate="none"): return F.gelu_forward(x, approximate)
 def gelu_backward(dy, cache): return F.gelu_backward(dy, cache)
 """,
+    "silu": """
+from numpy_transformer import functional as F
+def silu_forward(x): return F.silu_forward(x)
+def silu_backward(dy, cache): return F.silu_backward(dy, cache)
+""",
+    "swiglu": """
+from numpy_transformer import functional as F
+def swiglu_forward(x, W_gate, W_up, W_down): return F.swiglu_forward(x, W_gate, W_up, W_down)
+def swiglu_backward(dy, cache): return F.swiglu_backward(dy, cache)[:4]
+""",
     "linear": """
 import numpy as np
 from numpy_transformer import nn
@@ -123,6 +133,20 @@ def embedding_backward(dout, m):
     m.backward(dout)
     return m.weight.grad
 """,
+    "relative_position_bias": """
+import numpy as np
+from numpy_transformer import nn
+def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
+    from numpy_transformer import functional as F
+    return F.relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance)
+def relative_position_bias_forward(W, S, T, bidirectional, max_distance):
+    m = nn.RelativePositionBias(W.shape[1], W.shape[0], max_distance, bidirectional, dtype=np.float64)
+    m.relative_attention_bias.weight.data[...] = W
+    return m(S, T), m
+def relative_position_bias_backward(dbias, m):
+    m.backward(dbias)
+    return m.relative_attention_bias.weight.grad
+""",
     "cross_entropy": """
 import numpy as np
 from numpy_transformer import functional as F
@@ -142,6 +166,11 @@ import numpy as np
 from numpy_transformer import nn
 def positional_encoding(S, D): return nn.sinusoidal_table(S, D, np.float64)
 """,
+    "rope": """
+from numpy_transformer import functional as F
+def rope_forward(x, positions, base=10000.0, interleaved=False): return F.rope_forward(x, positions, base, interleaved)
+def rope_backward(dy, cache): return F.rope_backward(dy, cache)
+""",
     "scaled_dot_product_attention": """
 from numpy_transformer import functional as F
 def attention_forward(q, k, v, mask=None, causal=False):
@@ -150,6 +179,12 @@ def attention_forward(q, k, v, mask=None, causal=False):
     blocked = mask | F.causal_mask(q.shape[-2], k.shape[-2]) if causal else mask
     return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=~blocked)
 def attention_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
+""",
+    "grouped_query_attention": """
+from numpy_transformer import functional as F
+def gqa_forward(q, k, v, causal=False):
+    return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal, enable_gqa=True)
+def gqa_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
 """,
     "multi_head_attention": """
 import numpy as np
@@ -268,6 +303,30 @@ MISTAKES = {
         ("pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)", "pdf = np.exp(-0.5 * x * x)")],
     ("gelu", "gelu_tanh_backward_no_inner"): [("* c * (1.0 + 3 * 0.044715 * x * x)", "* c")],
 
+    ("silu", "silu_backward_no_product_rule"): [("return dy * (s + x * s * (1.0 - s))", "return dy * s")],
+    ("silu", "silu_backward_sigmoid_derivative"): [
+        ("return dy * (s + x * s * (1.0 - s))", "return dy * s * (1.0 - s)")],
+    ("silu", "silu_unstable_sigmoid"): [
+        ("e = np.exp(-np.abs(x))\n    return np.where(x >= 0, 1.0, e) / (1.0 + e)",
+         "e = np.exp(x)\n    return e / (1.0 + e)")],
+    ("silu", "silu_gelu_sigmoid_approximation"): [
+        ("s = _sigmoid(x)", "s = _sigmoid(1.702 * x)"),
+        ("return dy * (s + x * s * (1.0 - s))", "return dy * (s + 1.702 * x * s * (1.0 - s))")],
+
+    ("swiglu", "swiglu_gate_up_swapped"): [
+        ("g = x @ W_gate.T", "g = x @ W_up.T"), ("u = x @ W_up.T", "u = x @ W_gate.T"),
+        ("dW_gate = dg.reshape(-1, F).T @ x2", "dW_up_ = dg.reshape(-1, F).T @ x2"),
+        ("dW_up = du.reshape(-1, F).T @ x2", "dW_gate = du.reshape(-1, F).T @ x2"),
+        ("dW_up_ =", "dW_up ="),
+        ("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_up + du @ W_gate")],
+    ("swiglu", "swiglu_silu_on_both"): [
+        ("h = a * u                                                   # (N..., F)", "h = a * (u * _sigmoid(u))"),
+        ("    da = dh * u\n    du = dh * a\n",
+         "    su = _sigmoid(u)\n    da = dh * u * su\n    du = dh * a * (su + u * su * (1.0 - su))\n")],
+    ("swiglu", "swiglu_backward_no_product_rule"): [("    da = dh * u\n", "    da = dh\n")],
+    ("swiglu", "swiglu_backward_one_branch"): [("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_gate")],
+    ("swiglu", "swiglu_backward_silu_slope"): [("dg = da * (s + g * s * (1.0 - s))", "dg = da * s")],
+
     ("linear", "linear_untransposed_weight"): [
         ("y = x @ W.T + b", "y = x @ W + b"), ("dx = dy @ W ", "dx = dy @ W.T "), ("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
     ("linear", "linear_dW_transposed"): [("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
@@ -275,6 +334,13 @@ MISTAKES = {
 
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
+
+    ("relative_position_bias", "rpb_repeated_buckets_dropped"): [
+        ("np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T)", "dW[buckets.reshape(-1)] += dbias.reshape(H, -1).T")],
+    ("relative_position_bias", "rpb_sign_flipped"): [
+        ("rel = np.arange(T)[None, :] - query", "rel = query - np.arange(T)[None, :]")],
+    ("relative_position_bias", "rpb_halves_not_split"): [
+        ("        num_buckets //= 2                              # two halves: the past and the future\n", "")],
 
     ("cross_entropy", "ce_unstable_exp"): [("z = logits - logits.max(axis=-1, keepdims=True)", "z = logits")],
     ("cross_entropy", "ce_log_of_softmax"): [
@@ -326,6 +392,24 @@ MISTAKES = {
     ("scaled_dot_product_attention", "attn_backward_missing_transpose"): [
         ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = scale * (dA @ q)")],
 
+    ("grouped_query_attention", "gqa_grad_one_member"): [
+        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg)[:, :, 0]"),
+        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
+         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg))[:, :, 0]")],
+    ("grouped_query_attention", "gqa_grad_mean"): [
+        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg).mean(axis=2)"),
+        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
+         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).mean(axis=2)")],
+    ("grouped_query_attention", "gqa_head_mapping_modulo"): [
+        ("qg = q.reshape(B, Hkv, G, S, Dh)", "qg = q.reshape(B, G, Hkv, S, Dh).swapaxes(1, 2)"),
+        ("out = (P @ vg).reshape(B, Hq, S, -1)", "out = (P @ vg).swapaxes(1, 2).reshape(B, Hq, S, -1)"),
+        ("doutg = dout.reshape(B, Hkv, G, S, -1)", "doutg = dout.reshape(B, G, Hkv, S, -1).swapaxes(1, 2)"),
+        ("dq = (scale * (dA @ kg)).reshape(B, Hkv * G, S, Dh)",
+         "dq = (scale * (dA @ kg)).swapaxes(1, 2).reshape(B, Hkv * G, S, Dh)")],
+    ("grouped_query_attention", "gqa_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
+    ("grouped_query_attention", "gqa_backward_no_rowsum"): [
+        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
+
     ("multi_head_attention", "mha_reshape_only_split"): [
         ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),
         ("return x.transpose(0, 2, 1, 3).reshape(B, S, H * Dh)", "return x.reshape(B, S, H * Dh)")],
@@ -347,6 +431,13 @@ MISTAKES = {
     ("multi_head_attention", "mha_backward_qkv_not_summed"): [("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq")],
     ("multi_head_attention", "mha_backward_no_rowsum"): [
         ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * scale", "dA = P * dP * scale")],
+
+    ("rope", "rope_wrong_layout"): [("if interleaved:", "if not interleaved:")],
+    ("rope", "rope_freq_missing_two"): [("w = base ** (-np.arange(0, dh, 2) / dh)", "w = base ** (-np.arange(dh // 2) / dh)")],
+    ("rope", "rope_sin_sign_flipped"): [("out[..., first] = a * cos - b * sin", "out[..., first] = a * cos + b * sin"),
+                                        ("out[..., second] = a * sin + b * cos", "out[..., second] = -a * sin + b * cos")],
+    ("rope", "rope_backward_same_rotation"): [("return _rotate(dy, cos, -sin, first, second)",
+                                               "return _rotate(dy, cos, sin, first, second)")],
 
     ("encoder_layer", "enc_norm_placement"): [("if norm_first:", "if not norm_first:")],
     ("encoder_layer", "enc_residual_grad_dropped"): [

@@ -79,6 +79,7 @@ def _model(activation, norm_first, pos, attention):
     ("gelu", True, "learned", "standard"),
     ("gelu", False, "sinusoidal", "tiled"),
     ("relu", True, "learned", "tiled"),
+    ("silu", False, "learned", "standard"),
 ])
 def test_float32_model_never_upcasts(functional_spy, activation, norm_first, pos, attention):
     m = _model(activation, norm_first, pos, attention)
@@ -105,7 +106,7 @@ def test_float32_model_never_upcasts(functional_spy, activation, norm_first, pos
     assert len([r for r in t.records if r.phase == "backward"]) > 10
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("attention", ["standard", "tiled"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_float32_encoder_layer_never_upcasts(functional_spy, activation, attention, norm_first):
@@ -120,6 +121,20 @@ def test_float32_encoder_layer_never_upcasts(functional_spy, activation, attenti
     found = list(functional_spy) + [(f"trace {r.name}", np.dtype(r.dtype)) for r in t.records]
     found += [("y", y.dtype), ("dx", dx.dtype)] + [(n, p.grad.dtype) for n, p in layer.named_parameters()]
     _assert_all_float32(found, f"TransformerEncoderLayer({activation}, {attention}, norm_first={norm_first})")
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_float32_swiglu_never_upcasts(functional_spy, bias):
+    m = nt.SwiGLU(6, 10, bias=bias, dtype=np.float32, seed=3)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 4, 6)) * 40).astype(np.float32)           # the sigmoid's far tails too
+    with nt.trace(m) as t:
+        y = m(x)
+        dx = m.backward(rng.standard_normal(y.shape).astype(np.float32))
+    found = list(functional_spy) + [(f"trace {r.name}", np.dtype(r.dtype)) for r in t.records]
+    found += [("y", y.dtype), ("dx", dx.dtype)] + [(n, p.grad.dtype) for n, p in m.named_parameters()]
+    _assert_all_float32(found, f"SwiGLU(bias={bias})")
+    assert {r.name for r in t.records} >= {"gate_proj", "up_proj", "down_proj", "act_fn"}
 
 
 def test_float32_cross_attention_with_separate_projections_never_upcasts(functional_spy):

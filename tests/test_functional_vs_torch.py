@@ -312,7 +312,7 @@ def test_sdpa_bool_mask_is_torchs_function_convention():
 
 def test_sdpa_arguments_in_torchs_order_and_refusals():
     """Positional order as torch (query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
-    a mask with is_causal is refused as torch refuses it; enable_gqa=True is not implemented."""
+    a mask with is_causal is refused as torch refuses it; head counts as torch's enable_gqa rules."""
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
     a, _ = F.scaled_dot_product_attention_forward(q, k, v, None, 0.0, True, 0.7)
@@ -325,8 +325,8 @@ def test_sdpa_arguments_in_torchs_order_and_refusals():
         TF.scaled_dot_product_attention(*(torch.from_numpy(x) for x in (q, k, v)), torch.from_numpy(mask),
                                         is_causal=True)
     for fn in (F.scaled_dot_product_attention_forward, F.flash_attention_forward):
-        with pytest.raises(NotImplementedError, match="enable_gqa"):
-            fn(q, k, v, enable_gqa=True)
+        with pytest.raises(ValueError, match=r"enable_gqa=True needs a heads dimension"):
+            fn(q[0], k[0], v[0], enable_gqa=True)
         with pytest.raises(ValueError, match="dropout_p=0.5 needs rng"):
             fn(q, k, v, dropout_p=0.5)
     with pytest.raises(ValueError, match="attn_mask and is_causal=True were both given"):

@@ -215,7 +215,13 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="n_embd must be divisible by n_head"):
         nt.GPTConfig(5, n_embd=6, n_head=4)
     with pytest.raises(ValueError, match="positions must be one of"):
-        nt.GPTConfig(5, positions="rope")
+        nt.GPTConfig(5, positions="t5")
+    with pytest.raises(ValueError, match="norm must be one of"):
+        nt.GPTConfig(5, norm="batchnorm")
+    with pytest.raises(ValueError, match="n_head must be a multiple of num_kv_heads, got n_head=4 and num_kv_heads=3"):
+        nt.GPTConfig(5, n_embd=8, n_head=4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="positions='rope' needs an even head dimension"):
+        nt.GPTConfig(5, n_embd=6, n_head=2, positions="rope")
     with pytest.raises(ValueError, match="ffn must be one of"):
         nt.GPTConfig(5, ffn="tanh")
     with pytest.raises(TypeError, match="either config or its fields"):

@@ -177,7 +177,6 @@ def test_cli_train_evaluate_predict(tmp_path, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["train", "--model", "gpt", "--task", "reverse"], "task must be one of ['addition'] for --model gpt, "
                                                        "got 'reverse'"),
-    (["train", "--model", "gpt", "--check-torch"], "--check-torch supports --model encoder only"),
     (["train", "--model", "gpt", "--digits", "0"], "digits must be a positive int, got 0"),
     (["train", "--model", "gpt", "--digits", "1", "--num-train", "100"], "only 100 distinct pairs"),
 ])

@@ -19,6 +19,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TINY = ["train", "--task", "reverse", "--vocab-size", "12", "--seq-len", "7", "--num-train", "200",
         "--num-val", "40", "--d-model", "16", "--nhead", "4", "--layers", "2", "--dim-feedforward", "32",
         "--batch-size", "8", "--warmup", "4", "--eval-every", "3", "--quiet"]
+SMALL = ["--d-model", "16", "--nhead", "4", "--layers", "2", "--dim-feedforward", "32", "--batch-size", "8",
+         "--warmup", "4", "--eval-every", "4", "--num-train", "200", "--num-val", "40", "--quiet"]
+TINY_S2S = ["train", "--model", "seq2seq", "--task", "translate", "--vocab-size", "12", "--seq-len", "6",
+            "--dtype", "float64"] + SMALL
+TINY_GPT = ["train", "--model", "gpt", "--digits", "2", "--dtype", "float64"] + SMALL
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +35,8 @@ def run(tmp_path_factory):
     assert main(["train", "--resume", str(ckpt), "--steps", "9", "--eval-every", "3", "--quiet"]) == 0
     learned = d / "learned.npz"
     assert main(TINY + ["--steps", "2", "--pos-encoding", "learned", "--save", str(learned)]) == 0
+    assert main(TINY_S2S + ["--steps", "4", "--save", str(d / "s2s.npz")]) == 0
+    assert main(TINY_GPT + ["--steps", "4", "--save", str(d / "gpt.npz")]) == 0
     return d
 
 
@@ -102,6 +109,137 @@ def test_attention_weights_are_the_models_own():
         np.testing.assert_allclose(ours, ref.numpy(), rtol=1e-10, atol=1e-13)
 
 
+# -- attention of the decoders: seq2seq cross- and self-attention, GPT's causal self-attention -------------
+
+DECODER_CASES = [("s2s.npz", ["--which", "cross"], "cross"), ("s2s.npz", [], "cross"),
+                 ("s2s.npz", ["--which", "self"], "self"), ("gpt.npz", [], "self")]
+
+
+@needs_matplotlib
+@pytest.mark.parametrize("ckpt,extra,which", DECODER_CASES)
+def test_plot_attention_decoders_write_pngs(run, tmp_path, capsys, ckpt, extra, which):
+    out = tmp_path / "att.png"
+    tokens = "12+34" if ckpt == "gpt.npz" else "4 8 6 4"
+    assert main(["plot", "attention", str(run / ckpt), "--tokens", tokens, "--layer", "1", "--out", str(out)]
+                + extra) == 0
+    text = capsys.readouterr().out
+    assert f"wrote {out}" in text and ("greedy answer" in text or "greedy target" in text)
+    assert_picture(out, min_bytes=10_000)
+
+
+def _torch_weights(call):
+    """Per-head weights of torch.nn.MultiheadAttention (our module's weights copied) on the inputs and
+    masks our module was called with; a causal hint without a mask becomes torch's bool causal mask."""
+    import warnings
+    import torch
+    from reference_torch.table import torch_module
+    attn, (q, k, v), kw = call
+    tm = torch_module(attn, "torch.nn").eval()
+    mask = kw.get("attn_mask")
+    if mask is None and kw.get("is_causal"):
+        mask = np.triu(np.ones((q.shape[1], k.shape[1]), dtype=bool), 1)
+    kpm = kw.get("key_padding_mask")
+    t = lambda a: None if a is None else torch.from_numpy(np.array(a))        # noqa: E731
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")                # torch: mismatched bool / float mask types
+        _, w = tm(t(q), t(k), t(v), key_padding_mask=t(kpm), attn_mask=t(mask), need_weights=True,
+                  average_attn_weights=False)
+    return w.numpy()                                                            # (B, H, S, T)
+
+
+@pytest.mark.parametrize("ckpt,extra,which", DECODER_CASES + [("run.npz", [], "self")])
+@pytest.mark.parametrize("source", [["--random", "--seed", "3"], ["--tokens", None]])
+def test_plot_attention_draws_the_weights_the_model_computed(run, tmp_path, capsys, monkeypatch, ckpt, extra,
+                                                            which, source):
+    """The weights handed to the drawing are those the model's own attention computed in its forward
+    (recorded at the module's call) and equal torch.nn.MultiheadAttention's on the same inputs: rows
+    sum to 1 (padding columns dropped), and causal self-attention is zero above the diagonal."""
+    pytest.importorskip("torch")
+    import numpy_transformer.plotting as plotting
+    tokens = {"s2s.npz": "4 8 6 4", "gpt.npz": "12+34", "run.npz": "5 9 3 7 2 11 4"}[ckpt]
+    source = [a if a is not None else tokens for a in source]
+    calls, drawn = [], {}
+    original = nt.MultiheadAttention.forward
+
+    def recording(self, query, key, value, **kw):
+        if kw.get("need_weights") and not kw.get("average_attn_weights", True):
+            calls.append((self, (query, key, value), dict(kw)))      # the calls capture_attention makes
+        return original(self, query, key, value, **kw)
+
+    def draw(weights, out, rows, cols, **kw):
+        drawn.update(weights=np.array(weights), rows=rows, cols=cols, **kw)
+        return out
+    monkeypatch.setattr(nt.MultiheadAttention, "forward", recording)
+    monkeypatch.setattr(plotting, "plot_attention", draw)
+    assert main(["plot", "attention", str(run / ckpt), "--layer", "1", "--out", str(tmp_path / "x.png")]
+                + source + extra) == 0
+    capsys.readouterr()
+    w = drawn["weights"]                                                        # (H, S, T)
+    assert len(calls) == 2                                                      # one per layer, one forward
+    ref = _torch_weights(calls[1])[0]                                           # (H, S_full, T_full)
+    h, s, t = w.shape
+    assert h == 4 and (len(drawn["rows"]), len(drawn["cols"])) == (s, t)
+    tol = 1e-10 if w.dtype == np.float64 else 1e-5                             # run.npz is float32
+    assert w.dtype == (np.float32 if ckpt == "run.npz" else np.float64)
+    np.testing.assert_allclose(w, ref[:, :s, :t], rtol=tol, atol=tol / 100)
+    np.testing.assert_allclose(ref[:, :s, t:], 0.0, atol=0)                     # only padding was dropped
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=0, atol=tol / 10)
+    if which == "self" and ckpt != "run.npz":
+        assert s == t
+        assert np.all(w[:, np.triu_indices(s, 1)[0], np.triu_indices(s, 1)[1]] == 0)
+        assert np.all(w[:, np.arange(s), np.arange(s)] > 0)
+    if ckpt == "s2s.npz":
+        assert drawn["query_name"] == "target token"
+        if which == "cross":
+            assert drawn["key_name"] == "source token"
+            assert all(c in ("noun", "adj", "verb", "not") or c.rstrip("0123456789") in ("noun", "adj", "verb")
+                       for c in drawn["cols"])                               # translate's words
+            if source[0] == "--tokens":
+                assert drawn["cols"] == ["noun1", "verb0", "adj0", "noun1"]
+        else:
+            assert drawn["cols"][0] == "BOS" and drawn["cols"][1:] == drawn["rows"][:-1]
+    if ckpt == "gpt.npz" and source[0] == "--tokens":
+        assert drawn["rows"][:6] == ["1", "2", "+", "3", "4", "="] and drawn["cols"] == drawn["rows"]
+
+
+def test_attention_weights_of_the_decoders_leave_the_model_as_it_was():
+    model = nt.Seq2SeqModel(12, 15, d_model=16, nhead=4, num_encoder_layers=1, num_decoder_layers=2,
+                            dim_feedforward=32, dropout=0.1, max_len=8, dtype=np.float64, seed=0)
+    src = np.array([[4, 8, 6, 0]])
+    tgt = np.array([[2, 5, 9]])
+    model.eval()
+    before = model(src, tgt, src_key_padding_mask=src == 0)
+    model.train()
+    cross = attention_weights(model, src, tgt, src_key_padding_mask=src == 0)
+    self_w = attention_weights(model, src, tgt, which="self", src_key_padding_mask=src == 0)
+    assert model.training
+    assert [w.shape for w in cross] == [(1, 4, 3, 4)] * 2 and [w.shape for w in self_w] == [(1, 4, 3, 3)] * 2
+    assert all(np.all(w[..., 3] == 0) for w in cross)                         # the PAD source column
+    model.eval()
+    assert np.array_equal(model(src, tgt, src_key_padding_mask=src == 0), before)
+    gpt = nt.GPT(vocab_size=14, block_size=8, n_layer=2, n_head=2, n_embd=8, dtype="float64", seed=0)
+    (w0, w1) = attention_weights(gpt, np.array([[4, 5, 2, 6, 7, 3]]))
+    assert w0.shape == (1, 2, 6, 6) and np.all(np.triu(w1[0, 0], 1) == 0)
+    with pytest.raises(ValueError, match="which='cross': a gpt model has no cross-attention"):
+        attention_weights(gpt, np.array([[4, 5]]), which="cross")
+    with pytest.raises(ValueError, match="which must be 'self' or 'cross', got 'both'"):
+        attention_weights(model, src, tgt, which="both")
+
+
+def test_token_names_of_the_tasks():
+    from numpy_transformer.attention_maps import token_names
+    from numpy_transformer.tasks_seq2seq import target_for
+    names = token_names("translate", 12, "source")
+    tnames = token_names("translate", 12, "target")
+    assert names[0] == "PAD" and names[2] == "BOS" and names[11] == "not"
+    sentence = [3, 8, 4]                                      # noun0 verb0 noun1
+    assert [names[i] for i in sentence] == ["noun0", "verb0", "noun1"]
+    tgt = target_for("translate", sentence, 12)
+    assert [tnames[i] for i in tgt] == ["noun0'", "noun1'", "verb0'", "tenseA"]
+    assert token_names("addition")[2] == "+" and token_names("addition")[13] == "9"
+    assert token_names("reverse") == {0: "PAD", 1: "EOS", 2: "BOS"}
+
+
 def test_token_labels_and_smooth():
     assert token_labels([0, 1, 7]) == ["PAD", "EOS", "7"]
     np.testing.assert_allclose(smooth([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
@@ -154,6 +292,14 @@ def test_plot_attention_and_predict_take_the_same_tokens(run, tmp_path, capsys):
     (["attention", "{run}/run.npz", "--tokens", "1 2 3 4 5 6 7 8"], "the model was trained on length 7; got 8"),
     (["attention", "{run}/run.npz", "--tokens", "3 4 5"], "the model was trained on length 7; got 3"),
     (["attention", "{run}/run.npz", "--layer", "2"], "--layer must be in [0, 2)"),
+    (["attention", "{run}/s2s.npz", "--layer", "-3"], "--layer must be in [0, 2) (the model's 2 decoder layers"),
+    (["attention", "{run}/gpt.npz", "--layer", "2"], "--layer must be in [0, 2) (the model's 2 blocks"),
+    (["attention", "{run}/s2s.npz", "--which", "both"], "--which must be 'self' or 'cross', got 'both'"),
+    (["attention", "{run}/gpt.npz", "--which", "cross"], "--which cross: the gpt model in {run}/gpt.npz has no "
+                                                         "cross-attention"),
+    (["attention", "{run}/run.npz", "--which", "cross"], "--which cross: the encoder model in"),
+    (["attention", "{run}/s2s.npz", "--tokens", "4 1 6"], "source ids must lie in [3, 12)"),
+    (["attention", "{run}/gpt.npz", "--tokens", "123+4"], "the model adds numbers of at most 2 digits"),
     (["attention", "{run}/missing.npz"], "does not exist"),
     (["positional", "--d-model", "0"], "--d-model must be positive"),
     (["positional", "--dims", "130"], "dimensions must lie in [0, 128)"),
@@ -164,7 +310,9 @@ def test_plot_errors(run, tmp_path, capsys, argv, msg):
     out = tmp_path / "x.png"
     argv = [a.replace("{run}", str(run)) for a in argv]
     assert main(["plot"] + argv + ["--out", str(out)]) == 2
-    assert msg in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert msg.replace("{run}", str(run)) in err
+    assert err.count("\n") == 1 and err.startswith("error: ")             # one line
     assert not out.exists()
 
 

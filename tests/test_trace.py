@@ -2,6 +2,7 @@
 the parameter gradients, changes nothing, and each of the seed design's health checks fires when its
 abnormal case is provoked (and only then)."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -120,6 +121,56 @@ def test_trace_without_roots_and_on_a_single_layer():
     table = t.table()
     assert " fwd " in table and " bwd " in table and " grad " in table
     json.dumps(t.to_dicts())                             # JSON-serialisable
+
+
+def _decoder_run(module, traced):
+    """One forward + backward of a decoder layer or an nt.Transformer (causal target, a memory/source
+    of another length), traced or not: (trace or None, output, input gradients, parameter gradients)."""
+    rng = np.random.default_rng(0)
+    tgt, mem = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 7, 16))
+    causal = nt.Transformer.generate_square_subsequent_mask(5, np.float64)
+    dy = rng.standard_normal((2, 5, 16))
+    with (nt.trace(module) if traced else contextlib.nullcontext()) as t:
+        if isinstance(module, nt.Transformer):
+            y = module(mem, tgt, tgt_mask=causal, src_key_padding_mask=np.array([[False] * 6 + [True]] * 2))
+        else:
+            y = module(tgt, mem, tgt_mask=causal, tgt_is_causal=True)
+        grads = module.backward(dy)
+    return t, y, grads, [p.grad.copy() for p in module.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["layer", "transformer"])
+def test_trace_covers_the_decoder_and_the_transformer(kind):
+    """Every sub-layer of the decoder (self-attention, cross-attention (B, H, S, T), feed-forward, three
+    norms) on the forward, both input gradients on the backward (d tgt, d memory / d src), every
+    parameter; and tracing changes nothing."""
+    def build():
+        if kind == "layer":
+            return nt.TransformerDecoderLayer(16, 4, 32, dropout=0.1, dtype=np.float64, seed=0)
+        return nt.Transformer(16, 4, 2, 2, 32, dropout=0.1, dtype=np.float64, seed=0)
+    t, y, grads, pgrads = _decoder_run(build(), traced=True)
+    _, y0, grads0, pgrads0 = _decoder_run(build(), traced=False)
+    assert np.array_equal(y, y0) and all(np.array_equal(a, b) for a, b in zip(grads + tuple(pgrads),
+                                                                              grads0 + tuple(pgrads0)))
+    prefix = "" if kind == "layer" else "decoder.layers.1."
+    fwd = {r.name: r for r in t.records if r.phase == "forward"}
+    assert fwd[prefix + "multihead_attn.scores (q k^T / sqrt(Dh))"].shape == (2, 4, 5, 7)     # (B, H, S, T)
+    assert fwd[prefix + "self_attn.scores (q k^T / sqrt(Dh))"].shape == (2, 4, 5, 5)
+    assert fwd[prefix + "multihead_attn.softmax"].note == "row sums in [1.000000, 1.000000]"
+    for name in ("self_attn", "multihead_attn", "linear1", "linear2", "norm1", "norm2", "norm3", "dropout3"):
+        assert prefix + name in fwd
+    notes = {(r.name, r.note) for r in t.records if r.phase == "backward"}
+    if kind == "layer":
+        assert {("TransformerDecoderLayer", "d tgt"), ("TransformerDecoderLayer", "d memory"),
+                ("multihead_attn", "d key"), ("multihead_attn", "d value")} <= notes
+        dtgt, dmem = grads
+        byname = {(r.name, r.note): r for r in t.records}
+        assert byname[("TransformerDecoderLayer", "d memory")].shape == dmem.shape == (2, 7, 16)
+        assert byname[("TransformerDecoderLayer", "d memory")].max == dmem.max()
+    else:
+        assert {("Transformer", "d src"), ("Transformer", "d tgt"), ("decoder", "d memory")} <= notes
+    assert len(_names(t, "parameter")) == len(build().parameters())
+    assert not t.problems(), t.report()
 
 
 # -- health checks, each provoked ------------------------------------------------------------------------

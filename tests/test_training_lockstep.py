@@ -31,6 +31,9 @@ CONFIGS = {
                   opt=("adamw", dict(lr=2e-3, weight_decay=0.05)), schedule=False),
     "nesterov": dict(model=dict(norm_first=True, pos_encoding="sinusoidal", activation="relu"),
                      opt=("sgd", dict(lr=0.03, momentum=0.8, nesterov=True)), schedule=False),
+    # the seed design's experiments: learned positions and Swish (SiLU) in the feed-forward
+    "silu": dict(model=dict(norm_first=True, pos_encoding="learned", activation="silu"),
+                 opt=("adamw", dict(lr=2e-3, weight_decay=0.05)), schedule=False),
 }
 
 V, D, H, L, FF, S, B = 13, 16, 2, 2, 32, 7, 6
@@ -117,7 +120,8 @@ def test_parameter_order_matches_torch():
     assert [n for n, _ in model.named_parameters()] == [n for n, _ in twin.named_parameters()]
 
 
-@pytest.mark.parametrize("norm_first,pos,act", [(False, "sinusoidal", "relu"), (True, "learned", "gelu")])
+@pytest.mark.parametrize("norm_first,pos,act", [(False, "sinusoidal", "relu"), (True, "learned", "gelu"),
+                                                (False, "learned", "silu")])
 def test_replay_path_equals_torch_modules(norm_first, pos, act):
     """With dropout off, the written-out replay path equals torch's own TransformerEncoder forward, and
     both equal the NumPy model; so the lockstep test's torch side is torch, plus the masks."""

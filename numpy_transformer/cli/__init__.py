@@ -92,7 +92,7 @@ def parse_tokens(text, seq_len, vocab_size):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="numpy-transformer",
-        description="A Transformer encoder in pure NumPy with hand-written backward passes.")
+        description="Transformers (encoder, decoder, GPT) in pure NumPy with hand-written backward passes.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

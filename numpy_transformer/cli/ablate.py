@@ -1,16 +1,16 @@
-"""``ablate``: the seed design's experiment. Train every variant on the same task, data, seed and step
-budget, and compare what they reach.
+"""``ablate``: the seed design's experiment. Train every variant on the same task, data, seed and
+step budget, and compare what they reach.
 
-  ablate --task shift --variants baseline,learned-pos,gelu --steps 600 [--repeats 3] [--out ablation.png]
+  ablate --task shift --variants baseline,learned-pos,gelu --steps 600 [--repeats 3]
 
 Every option of ``train`` (``--model``, ``--d-model``, ``--lr``, ...) sets the base configuration that
 the variants change one thing of. The table: parameters, the final held-out loss, token and sequence
-accuracy (gpt and seq2seq: exact match of the greedily generated sequence), the steps until the held-out
-token accuracy first reached 99% at an evaluation (every ``--eval-every`` steps), and the training wall
-time. ``--repeats K`` trains each variant with the seeds S, S+1, ..., S+K-1 (data, initialisation and
-batch order all change with the seed) and reports mean ± standard deviation, so that a difference can be
-told from noise. The PNG (needs matplotlib) shows every variant's held-out curves. ``--list`` prints the
-variants.
+accuracy (gpt and seq2seq: exact match of the greedily generated sequence), the steps until the
+held-out token accuracy first reached 99% at an evaluation (every ``--eval-every`` steps), and the
+training wall time. ``--repeats K`` trains each variant with the seeds S, S+1, ..., S+K-1 (data,
+initialisation and batch order all change with the seed) and reports mean ± standard deviation, so
+that a difference can be told from noise. The PNG (``--out``, needs matplotlib) shows every variant's
+held-out curves. ``--list`` prints the variants.
 """
 
 from __future__ import annotations

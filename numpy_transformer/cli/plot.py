@@ -1,8 +1,12 @@
 """``plot``: PNG pictures of a model and a run (needs matplotlib: ``pip install matplotlib``).
 
   plot attention CHECKPOINT --tokens "5 9 3 ..." [--layer i] --out attention.png
-      every head's attention weights of one layer, as heatmaps with the tokens on both axes
-      (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
+      every head's attention weights of one layer, as heatmaps, one panel per head:
+      encoder: its self-attention, the tokens on both axes;
+      seq2seq: the decoder's cross-attention, target tokens (rows: the model's greedy decode of the
+        source --tokens) against source tokens (columns); --which self: its causal self-attention;
+      gpt: a block's causal self-attention over the prompt (--tokens "123+456") and its greedy
+        answer (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
   plot positional [--d-model 128 --max-len 100] --out positional.png
       the sinusoidal table as a heatmap and a few dimensions as sin/cos curves
       (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
@@ -18,6 +22,9 @@ import sys
 import numpy as np
 
 from . import parse_tokens
+from .. import attention_maps
+from ..attention_maps import attention_modules, attention_weights
+from ..plotting import token_labels
 
 _DESCRIPTION = __doc__
 
@@ -31,12 +38,15 @@ def register(subparsers):
     a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
     a.add_argument("checkpoint", help="a .npz written by train --save")
     src = a.add_mutually_exclusive_group()
-    src.add_argument("--tokens", metavar="IDS", help='the input sequence, e.g. --tokens "5 9 3 7" (as many as the '
-                     "model was trained on, as predict takes them)")
+    src.add_argument("--tokens", metavar="IDS", help='the input, as predict takes it: encoder: e.g. "5 9 3 7" (as '
+                     'many as the model was trained on); seq2seq: the source ids; gpt: an addition, "123+456"')
     src.add_argument("--random", action="store_true", help="a random held-out example of the checkpoint's task "
                      "(the default when --tokens is not given)")
     a.add_argument("--seed", type=int, help="which random held-out example (default: a fresh one each time)")
-    a.add_argument("--layer", type=int, default=0, help="encoder layer (default 0; negative counts from the end)")
+    a.add_argument("--layer", type=int, default=0, help="encoder layer, decoder layer (seq2seq) or block (gpt) "
+                   "(default 0; negative counts from the end)")
+    a.add_argument("--which", metavar="self|cross", help="seq2seq: the decoder's cross-attention (cross, the "
+                   "default) or its causal self-attention (self); encoder and gpt: self only")
     a.add_argument("--out", default="attention.png", help="PNG to write (default attention.png)")
     a.set_defaults(func=run_attention)
 
@@ -84,39 +94,35 @@ def _guarded(draw):
 def run_attention(args):
     def draw():
         from ..checkpoint import load_checkpoint
-        from ..data import make_task
-        from ..plotting import attention_weights, plot_attention, token_labels
-        from ..training import checkpoint_config
+        from ..plotting import plot_attention
+        if args.which is not None and args.which not in ("self", "cross"):
+            raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
         ckpt = load_checkpoint(args.checkpoint)
-        if ckpt.model_kind != "encoder":
-            raise ValueError(f"plot attention draws encoder checkpoints (train --model encoder); "
-                             f"{args.checkpoint} holds a {ckpt.model_kind} model")
+        if ckpt.model_kind not in _INPUTS:
+            raise ValueError(f"plot attention draws encoder, seq2seq and gpt checkpoints; {args.checkpoint} "
+                             f"holds a {ckpt.model_kind} model")
+        if args.which == "cross" and ckpt.model_kind != "seq2seq":
+            raise ValueError(f"--which cross: the {ckpt.model_kind} model in {args.checkpoint} has no "
+                             "cross-attention (only a seq2seq model's decoder has one); use --which self")
         model = ckpt.build_model()
-        mc = ckpt.model_config
-        nlayers = len(model.encoder.layers)
-        if not -nlayers <= args.layer < nlayers:
-            raise ValueError(f"--layer must be in [0, {nlayers}) (or negative from the end), got {args.layer}")
-        layer = args.layer % nlayers
-        if args.tokens:                  # the length it was trained on (a bare checkpoint: its max_len)
-            length = checkpoint_config(ckpt).seq_len if ckpt.config else mc["max_len"]
-            ids = np.array([parse_tokens(args.tokens, length, mc["vocab_size"])], dtype=np.int64)
-            what = "given tokens"
-        else:
-            c = checkpoint_config(ckpt)
-            val = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src
-            k = int(np.random.default_rng(args.seed).integers(len(val)))
-            ids = val[k:k + 1]
-            what = f"held-out example {k}"
-            print(f"input (held-out example {k}): {' '.join(str(int(i)) for i in ids[0])}")
-        weights = attention_weights(model, ids)[layer][0]                    # (H, S, S)
-        pred = model.eval()(ids).argmax(-1)[0]
-        labels = token_labels(ids[0])
+        which, attns, layer_word = attention_modules(model, args.which)
+        n = len(attns)
+        if not -n <= args.layer < n:
+            raise ValueError(f"--layer must be in [0, {n}) (the model's {n} {layer_word}s; negative counts from "
+                             f"the end), got {args.layer}")
+        layer = args.layer % n
+        p = _INPUTS[ckpt.model_kind](args, ckpt, model)
+        weights = attention_weights(model, *p.inputs, which=which, **p.kwargs)[layer][0]
+        weights = weights[:, :len(p.rows), :len(p.cols)]                  # (H, S, T): padding dropped
         task = (ckpt.config or {}).get("task")
         step = ckpt.extra_json.get("step")
-        title = (f"layer {layer} self-attention, {weights.shape[0]} heads ({what})\n{args.checkpoint}"
+        kind = {"cross": "cross-attention", "self": "self-attention"}[which]
+        causal = " (causal)" if ckpt.model_kind != "encoder" and which == "self" else ""
+        title = (f"{layer_word} {layer} {kind}{causal}, {weights.shape[0]} heads ({p.what})\n{args.checkpoint}"
                  + (f": task {task}" if task else "") + (f", step {step}" if step is not None else "")
-                 + (f"; prediction: {' '.join(token_labels(pred))}" if len(pred) <= 32 else ""))
-        return plot_attention(weights, args.out, labels, title=title)
+                 + (f"; {p.note}" if p.note and len(p.note) <= 80 else ""))
+        return plot_attention(weights, args.out, p.rows, p.cols, title=title, query_name=p.query_name,
+                              key_name=p.key_name)
     return _guarded(draw)
 
 
@@ -155,6 +161,103 @@ def _positional_kind(args):
     if key is None:
         raise ValueError(f"--checkpoint {args.checkpoint} has no learned position table")
     return P.plot_learned(ckpt.model_state[key], args.out, title=f"learned positions of {args.checkpoint}")
+
+
+class _Plotted:
+    """What one kind's input gives :func:`run_attention`: the forward's arguments, the row and column
+    labels (their counts trim padding off the weights), the axes' titles, a caption."""
+
+    def __init__(self, inputs, rows, cols, what, note="", kwargs=None, query_name="query token",
+                 key_name="key token"):
+        self.inputs, self.rows, self.cols, self.what, self.note = inputs, rows, cols, what, note
+        self.kwargs = kwargs or {}
+        self.query_name, self.key_name = query_name, key_name
+
+
+def _held_out(args, n):
+    k = int(np.random.default_rng(args.seed).integers(n))
+    return k, f"held-out example {k}"
+
+
+def _encoder_input(args, ckpt, model):
+    from ..data import make_task
+    from ..training import checkpoint_config
+    mc = ckpt.model_config
+    if args.tokens:                      # the length it was trained on (a bare checkpoint: its max_len)
+        length = checkpoint_config(ckpt).seq_len if ckpt.config else mc["max_len"]
+        ids = np.array([parse_tokens(args.tokens, length, mc["vocab_size"])], dtype=np.int64)
+        what = "given tokens"
+    else:
+        c = checkpoint_config(ckpt)
+        val = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src
+        k, what = _held_out(args, len(val))
+        ids = val[k:k + 1]
+        print(f"input ({what}): {' '.join(str(int(i)) for i in ids[0])}")
+    pred = model.eval()(ids).argmax(-1)[0]
+    labels = token_labels(ids[0])
+    return _Plotted([ids], labels, labels, what, note=f"prediction: {' '.join(token_labels(pred))}")
+
+
+def _seq2seq_input(args, ckpt, model):
+    """The source (--tokens or held out) and the model's greedy decode of it; the decoder's input is
+    BOS + that decode shifted right, so row i is the position that produced target token i."""
+    from .. import tasks_seq2seq as s2s
+    from ..kinds import get_kind
+    from ..training import checkpoint_config
+    from .train import _parse_source
+    c = checkpoint_config(ckpt)
+    kind = get_kind("seq2seq")
+    data = kind.make_data(c)
+    if args.tokens:
+        src = np.array([_parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
+        what = "given source"
+    else:
+        k, what = _held_out(args, len(data.val_src))
+        src = data.val_src[k:k + 1]
+    gen = kind.predict(model, src, data)[0]                                 # (tgt_len,), PAD after EOS
+    length = int(np.argmax(gen == s2s.EOS)) + 1 if (gen == s2s.EOS).any() else len(gen)
+    gen = gen[:length]
+    tgt_in = np.concatenate([[s2s.BOS], gen[:-1]])[None]                    # (1, S): BOS + shifted
+    n_src = int((src[0] != s2s.PAD).sum())
+    src_names = attention_maps.token_names(c.task, c.vocab_size, "source")
+    tgt_names = attention_maps.token_names(c.task, c.vocab_size, "target")
+    fmt = lambda ids: " ".join(str(int(i)) for i in ids)                    # noqa: E731
+    print(f"source ({what}): {fmt(src[0, :n_src])}\ngreedy target: {fmt(gen)}")
+    rows = token_labels(gen, tgt_names)
+    if args.which == "self":
+        cols, key_name = token_labels(tgt_in[0], tgt_names), "decoder input token"
+    else:
+        cols, key_name = token_labels(src[0, :n_src], src_names), "source token"
+    return _Plotted([src, tgt_in], rows, cols, what, kwargs=dict(src_key_padding_mask=src == s2s.PAD),
+                    note=f"source: {' '.join(token_labels(src[0, :n_src], src_names))}",
+                    query_name="target token", key_name=key_name)
+
+
+def _gpt_input(args, ckpt, model):
+    """The prompt (--tokens "123+456" or held out) and its greedy answer, up to its EOS."""
+    from .. import tasks_lm as lm
+    from ..kinds import get_kind
+    from ..training import checkpoint_config
+    c = checkpoint_config(ckpt)
+    kind = get_kind("gpt")
+    data = kind.make_data(c)
+    if args.tokens:
+        a, b = lm.parse_expression(args.tokens, c.digits)
+        what = "given prompt"
+    else:
+        k, what = _held_out(args, len(data.val_ab))
+        a, b = (int(v) for v in data.val_ab[k])
+    prompt = lm.encode_prompt(a, b, c.digits)                               # (1, prompt_len)
+    gen = kind.predict(model, prompt, data)[0]
+    length = int(np.argmax(gen == lm.EOS)) + 1 if (gen == lm.EOS).any() else len(gen)
+    ids = np.concatenate([prompt[0], gen[:length]])[None]                   # (1, S)
+    print(f"prompt ({what}): {lm.to_text(prompt[0])}\ngreedy answer: {lm.to_text(gen[:length])} "
+          f"(least-significant digit first)")
+    labels = token_labels(ids[0], attention_maps.token_names("addition"))
+    return _Plotted([ids], labels, labels, what, note=f"{a}+{b}: answer {lm.to_text(gen[:length])}")
+
+
+_INPUTS = {"encoder": _encoder_input, "seq2seq": _seq2seq_input, "gpt": _gpt_input}
 
 
 def run_positional(args):

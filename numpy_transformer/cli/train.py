@@ -95,7 +95,7 @@ def register(subparsers):
     g.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH exactly (saves back to "
                    "PATH unless --save is given); options that would change the run are refused")
     g.add_argument("--check-torch", action="store_true",
-                   help="train a PyTorch twin in lockstep (same weights, batches, dropout masks) and print the "
+                   help="train a PyTorch twin in lockstep (same weights, batches, dropout masks; every --model) and print the "
                         "largest difference seen; use --dtype float64 to watch agreement to rounding")
     g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
     g.add_argument("--log", metavar="PATH", help="JSON-lines training log (default: next to the checkpoint, "
@@ -173,8 +173,6 @@ def run_train(args):
         else:
             trainer = Trainer(TrainConfig(**given))
         lockstep = None
-        if args.check_torch and trainer.config.model != "encoder":
-            raise ValueError(f"--check-torch supports --model encoder only, got --model {trainer.config.model}")
         if args.check_torch:           # the twin starts from the weights and optimizer state now (resumed too)
             lockstep = trainer.add_callback(oracle.load("lockstep", purpose="--check-torch").Lockstep(trainer))
     except (ValueError, TypeError, OSError, ImportError) as exc:

@@ -1,5 +1,5 @@
-"""Activations: ReLU ``max(x, 0)`` and GELU (exact ``x * Phi(x)`` or the tanh approximation), forward
-and backward, as ``torch.nn.functional.relu`` / ``gelu``.
+"""Activations: ReLU ``max(x, 0)``, GELU (exact ``x * Phi(x)`` or the tanh approximation) and SiLU
+``x * sigmoid(x)``, forward and backward, as ``torch.nn.functional.relu`` / ``gelu`` / ``silu``.
 
 GELU's elementwise maths runs in chunks on a thread pool; the chunk kernels and the plain
 one-line formulas they are tested against live in :mod:`numpy_transformer.kernels.gelu`."""
@@ -74,3 +74,41 @@ def gelu_backward(dout, cache):
     map_chunks(_gelu_exact_grad_chunk if approximate == "none" else _gelu_tanh_grad_chunk,
                dx, x, np.ascontiguousarray(dout))
     return dx
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))`` without overflow: with ``e = exp(-|x|)`` (in (0, 1], never overflows),
+    ``sigmoid(x) = 1 / (1 + e)`` for x >= 0 and ``e / (1 + e)`` for x < 0. Keeps the dtype of ``x``."""
+    e = np.exp(-np.abs(x))                                       # (...) in (0, 1]
+    return np.where(x >= 0, _scalar(1, x.dtype), e) / (_scalar(1, x.dtype) + e)
+
+
+class SiluCache(NamedTuple):
+    x: np.ndarray
+    sigmoid: np.ndarray           # sigmoid(x), same shape
+
+
+def silu_forward(x):
+    """SiLU (Swish with beta = 1), ``y = x * sigmoid(x)``, as ``torch.nn.functional.silu``.
+
+    The sigmoid is the overflow-free form of :func:`sigmoid` (``x = -1000`` gives ``y = -0.0``, no
+    warning, in float32 and float64).
+
+    Returns
+    -------
+    out : ndarray, same shape and dtype as ``x``
+    cache : SiluCache
+    """
+    s = sigmoid(x)                                               # (...)
+    return x * s, SiluCache(x, s)
+
+
+def silu_backward(dout, cache):
+    """Backward of SiLU: ``dx = dout * y'(x)``.
+
+    ``y = x * s`` with ``s = sigmoid(x)`` is a product, and ``s' = s * (1 - s)``, so by the product rule
+    ``y' = s + x * s * (1 - s) = s * (1 + x * (1 - s))``. (Dropping the second term, ``dx = dout * s``,
+    is the classic mistake: it treats the x in front as a constant.)
+    """
+    x, s = cache
+    return dout * (s * (_scalar(1, x.dtype) + x * (_scalar(1, x.dtype) - s)))

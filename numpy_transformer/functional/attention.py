@@ -1,5 +1,6 @@
 """Scaled dot-product attention ``softmax(q k^T / sqrt(Dh) + mask) v``, forward and backward, as
-``torch.nn.functional.scaled_dot_product_attention`` (its arguments and its mask convention)."""
+``torch.nn.functional.scaled_dot_product_attention`` (its arguments and its mask convention), with
+grouped-query attention (``enable_gqa=True``: key and value with fewer heads than the query)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,12 @@ class AttentionCache(NamedTuple):
     dropout: DropoutCache         # attention dropout on the probabilities
     scale: float
     out: np.ndarray               # (..., S, Dv) the forward's output (gives the softmax row sums cheaply)
+    kv_heads: tuple = (None, None)  # (Hk, Hv) with enable_gqa (key/value heads shared by query heads)
+    mask_shape: tuple = None      # a float attn_mask's shape (its gradient, with attn_mask_grad=True)
 
 
 def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name):
     """torch's refusals, with messages naming the argument."""
-    if enable_gqa:
-        raise NotImplementedError(f"{name}: enable_gqa=True (grouped-query attention, key/value with fewer "
-                                  "heads than query) is not implemented yet; pass enable_gqa=False with "
-                                  "key and value repeated to the query's heads")
     if is_causal and attn_mask is not None:
         raise ValueError(f"{name}: attn_mask and is_causal=True were both given; as torch's "
                          "scaled_dot_product_attention, give one: is_causal=True alone for the causal mask, "
@@ -42,16 +41,77 @@ def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, r
                          "(a bool keep-mask) to draw the attention dropout from")
 
 
-def _check_sdpa_mask(attn_mask, query, key, name):
+def _check_heads(query, key, value, enable_gqa, name):
+    """The key and value heads ``(Hk, Hv)`` each query head group shares, or ``(None, None)`` when every
+    query head has its own (no grouping: the shapes broadcast as a matmul's, as torch's).
+
+    With ``enable_gqa=True`` (torch 2.13's rule) the heads are dimension -3, and ``Hk`` and ``Hv`` must
+    each divide ``Hq``; query head ``h`` then uses key head ``h // (Hq // Hk)`` (``repeat_interleave``).
+    Without it, different head counts are refused unless one is 1 (broadcast), as torch refuses them."""
+    if not enable_gqa:
+        try:
+            np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        except ValueError:
+            raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value {value.shape} do not "
+                             "broadcast in their leading dimensions (all but the last two); for key and value with "
+                             "fewer heads (dimension -3) than query pass enable_gqa=True") from None
+        return None, None
+    if min(query.ndim, key.ndim, value.ndim) < 3:
+        raise ValueError(f"{name}: enable_gqa=True needs a heads dimension (-3) on query, key and value, got "
+                         f"shapes {query.shape}, {key.shape} and {value.shape}")
+    hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+    if hk == 0 or hv == 0 or hq % hk or hq % hv:
+        raise ValueError(f"{name}: enable_gqa=True needs the key's and value's heads to divide the query's "
+                         f"(dimension -3), got query {hq}, key {hk} and value {hv} heads")
+    if hk == hq and hv == hq:
+        return None, None                        # one key/value head per query head: nothing is shared
+    return hk, hv
+
+
+def _rows_per_kv_head(x, h):
+    """``(..., Hq, S, X) -> (..., h, (Hq // h) * S, X)``: the rows of each group of ``Hq // h``
+    consecutive query heads stacked under the one key/value head they share (query head i goes to group
+    i // (Hq // h), as ``repeat_interleave``). A view of a contiguous array; identity for h = None."""
+    if h is None:
+        return x
+    return x.reshape(x.shape[:-3] + (h, (x.shape[-3] // h) * x.shape[-2], x.shape[-1]))
+
+
+def _per_query_head(x, hq):
+    """The inverse of :func:`_rows_per_kv_head`: ``(..., h, G * S, X) -> (..., Hq, S, X)``."""
+    return x.reshape(x.shape[:-3] + (hq, x.shape[-3] * x.shape[-2] // hq, x.shape[-1]))
+
+
+def _sum_to(g, shape):
+    """``g`` summed over the leading dimensions an input of ``shape`` was broadcast along."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and g.shape[i + lead] != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def _into(a, out):
+    """``a`` written into ``out`` when one is given (and ``a`` is not already it)."""
+    if out is None or a is out:
+        return a
+    out[...] = a
+    return out
+
+
+def _check_sdpa_mask(attn_mask, query, key, name, grouped=False):
     """``attn_mask`` bool or float (torch refuses an integer mask: 0/1 added to the scores is a trap) and
-    broadcastable to the scores' shape (..., S, T) without enlarging it."""
+    broadcastable to the scores' shape (..., S, T) without enlarging it (``grouped``: key/value heads
+    shared, the scores have the query's heads)."""
     if attn_mask is None:
         return
     mask = np.asarray(attn_mask)
     if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
         raise TypeError(f"{name}: attn_mask must be bool (True = takes part in attention) or float (added to "
                         f"the scores), got dtype {mask.dtype}; for a 0/1 mask pass mask.astype(bool)")
-    scores = np.broadcast_shapes(query.shape[:-2], key.shape[:-2]) + (query.shape[-2], key.shape[-2])
+    lead = (np.broadcast_shapes(query.shape[:-3], key.shape[:-3]) + query.shape[-3:-2] if grouped
+            else np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    scores = lead + (query.shape[-2], key.shape[-2])
     try:
         fits = np.broadcast_shapes(mask.shape, scores) == scores
     except ValueError:
@@ -93,7 +153,13 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     scale : float, optional
         Default ``1/sqrt(Dh)``.
     enable_gqa : bool
-        Must be False: grouped-query attention is not implemented yet (True raises NotImplementedError).
+        Grouped-query attention (torch's argument, torch 2.13's rules): query (..., Hq, S, Dh), key
+        (..., Hk, T, Dh) and value (..., Hv, T, Dv) with Hk and Hv dividing Hq; query head ``h`` attends
+        with key head ``h // (Hq // Hk)`` and value head ``h // (Hq // Hv)``, exactly as if key and value
+        were ``repeat_interleave``-d to Hq heads on dimension -3 (no copy is made: each group's queries
+        are stacked as extra rows against its shared head). Hk = 1 is multi-query attention. Without it,
+        different head counts broadcast only where one is 1 (ValueError otherwise, naming enable_gqa).
+        ``attn_mask`` and ``dropout_mask`` are per query head, (..., Hq, S, T) as the scores.
     training, rng, dropout_mask : keyword-only, the attention dropout (see :func:`dropout_forward`)
     out : ndarray, shape (..., S, Dv), optional, keyword-only
         Where to write the output (e.g. a head-transposed view of the merged-heads buffer, so merging
@@ -104,25 +170,33 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     out : ndarray, shape (..., S, Dv)
     cache : AttentionCache
     """
-    _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
-                        "scaled_dot_product_attention_forward")
-    _check_sdpa_mask(attn_mask, query, key, "scaled_dot_product_attention_forward")
+    name = "scaled_dot_product_attention_forward"
+    _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name)
+    hk, hv = _check_heads(query, key, value, enable_gqa, name)
+    _check_sdpa_mask(attn_mask, query, key, name, grouped=hk is not None)
     q, k, v = query, key, value
     s, t = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    # Scaling q (S*Dh numbers) is cheaper than scaling the scores (S*T numbers).
-    scores = (q * _scalar(scale, q.dtype)) @ np.swapaxes(k, -1, -2)             # (..., S, T)
+    # Scaling q (S*Dh numbers) is cheaper than scaling the scores (S*T numbers). With grouped heads the
+    # G = Hq/Hk queries of a group are G*S rows against their one key head: (..., Hk, G*S, T).
+    q_rows = _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)                 # (..., Hk, G*S, Dh)
+    scores = q_rows @ np.swapaxes(k, -1, -2)                                     # (..., Hk, G*S, T)
+    scores = scores if hk is None else _per_query_head(scores, q.shape[-3])      # (..., S, T)
     if attn_mask is not None:
         scores += _additive(attn_mask, q.dtype)
     if is_causal:
         scores[..., causal_mask(s, t)] = -np.inf
     probs, _ = softmax_forward(scores, axis=-1, out=scores)                      # (..., S, T) in place
     dropped, dcache = dropout_forward(probs, dropout_p, training, rng, dropout_mask)
-    out = np.matmul(dropped, v, out=out)                                         # (..., S, Dv)
-    return out, AttentionCache(q, k, v, probs, dcache, scale, out)
+    if hv is None:
+        out = np.matmul(dropped, v, out=out)                                     # (..., S, Dv)
+    else:                                                                        # (..., Hv, G*S, T) @ v
+        out = _into(_per_query_head(_rows_per_kv_head(dropped, hv) @ v, q.shape[-3]), out)
+    mask_shape = np.shape(attn_mask) if attn_mask is not None and np.asarray(attn_mask).dtype.kind == "f" else None
+    return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv), mask_shape)
 
 
-def scaled_dot_product_attention_backward(dout, cache, out=None):
+def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False):
     """Backward of attention.  Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
 
     Forward, step by step: ``A = q k^T * c`` (c the scale), ``P = softmax(A + mask)``,
@@ -131,10 +205,26 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     * ``out = Pd v`` is a matmul: ``dPd = dout v^T`` (..., S, T) and ``dv = Pd^T dout`` (..., T, Dv).
     * dropout: ``dP = dPd * mask / (1-p)``.
     * softmax: ``dA = P * (dP - rowsum(dP * P))``; a masked entry has ``P = 0`` so gets 0 gradient
-      (the additive mask is a constant). The row sum is computed without forming ``dP * P``:
-      ``rowsum(dP * P) = rowsum(dPd * Pd) = rowsum(dout v^T * Pd) = rowsum(dout * (Pd v)) = rowsum(dout * out)``,
-      an (S, Dv) product instead of an (S, T) one (the identity flash attention relies on).
+      (the additive mask is a constant). The row sum equals ``rowsum(dout * out)`` (``dP * P = dPd *
+      Pd`` and ``dPd = dout v^T``), an (S, Dv) product that flash attention relies on; here it is taken
+      directly on each row block, ``rowsum(dP * P)``, as torch's math kernel does: then every row of dA
+      sums to zero up to the rounding of dA itself, which in float32 keeps gradients that are exactly
+      zero (a key bias's) near zero instead of ~1e-4 of the others.
     * ``A = c q k^T``: ``dq = c dA k`` and ``dk = c dA^T q``.
+
+    Grouped-query attention (``enable_gqa=True``, G = Hq/Hk query heads per key head): the forward used
+    key head ``j`` in the G query heads ``h = jG .. jG+G-1``, i.e. it computed with the repeated key
+    ``K_h = k_{h // G}`` (``repeat_interleave``). Each ``K_h`` gets the gradient above, and since ``k_j``
+    was copied into G of them, the chain rule sums the copies: ``dk_j = sum_{h // G = j} dK_h`` (a
+    broadcast in the forward is a sum in the backward; an average, or one member's, would be wrong).
+    The same for ``dv_j`` over the value's groups. Stacking a group's G*S query rows against its head
+    makes that sum the matmul's own contraction: ``dk_j = c dA_j^T q_j`` with ``dA_j`` (G*S, T) and
+    ``q_j`` (G*S, Dh) the group's rows, so ``dk`` and ``dv`` come out with key's and value's shapes.
+    An input broadcast along a leading dimension (size 1) is summed back to its shape the same way.
+
+    A float ``attn_mask`` was added to the scores: ``A + mask``, so its gradient is ``dA`` itself,
+    summed over the dimensions the mask was broadcast along (a learned bias, e.g. T5's relative one,
+    trains through it; torch gives a float mask the same gradient). ``attn_mask_grad=True`` returns it.
 
     Parameters
     ----------
@@ -142,25 +232,43 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     cache : AttentionCache
     out : tuple of three ndarrays, optional
         Where to write ``(dq, dk, dv)`` (views into a fused buffer, so no copy is needed later).
+    attn_mask_grad : bool
+        Also return the float ``attn_mask``'s gradient, in its shape: ``(dq, dk, dv, dmask)``.
     """
-    q, k, v, probs, dcache, scale, o = cache
+    q, k, v, probs, dcache, scale, _, (hk, hv), mask_shape = cache
+    if attn_mask_grad and mask_shape is None:
+        raise ValueError("attn_mask_grad=True needs a float attn_mask in the forward (a bool mask or none has "
+                         "no gradient)")
     dq_out, dk_out, dv_out = (None, None, None) if out is None else out
     keep = None if dcache.mask is None else dcache.mask * _scalar(dcache.scale, probs.dtype)
     dropped = probs if keep is None else probs * keep                            # (..., S, T)
-    dv = np.matmul(np.swapaxes(dropped, -1, -2), dout, out=dv_out)               # (..., T, Dv)
+    if hv is None:
+        dv = np.matmul(np.swapaxes(dropped, -1, -2), dout, out=dv_out)          # (..., T, Dv)
+        dscores = dout @ np.swapaxes(v, -1, -2)                                  # (..., S, T) = dPd
+    else:                                            # summed over each value head's G*S query rows
+        dout_rows = _rows_per_kv_head(dout, hv)                                  # (..., Hv, G*S, Dv)
+        dv = np.swapaxes(_rows_per_kv_head(dropped, hv), -1, -2) @ dout_rows     # (..., Hv, T, Dv)
+        dscores = _per_query_head(dout_rows @ np.swapaxes(v, -1, -2), q.shape[-3])  # (..., Hq, S, T)
     del dropped
-    dscores = dout @ np.swapaxes(v, -1, -2)                                      # (..., S, T) = dPd
     if keep is not None:
         dscores *= keep                                                          # dP
-    delta = np.sum(dout * o, axis=-1, keepdims=True)                             # rowsum(dP * P)
-    map_rows(_softmax_grad_rows, dscores, delta, probs)                          # dA = P (dP - delta)
+    map_rows(_softmax_grad_rows, dscores, probs)                                 # dA = P (dP - rowsum(dP P))
     # dq = c dA k and dk = c dA^T q: the scale goes on the small (.., T, Dh) operands, not on dA.
-    dq = np.matmul(dscores, k * _scalar(scale, k.dtype), out=dq_out)             # (..., S, Dh)
-    dk = np.matmul(np.swapaxes(dscores, -1, -2), q * _scalar(scale, q.dtype), out=dk_out)  # (..., T, Dh)
-    return dq, dk, dv
+    if hk is None:
+        dq = np.matmul(dscores, k * _scalar(scale, k.dtype), out=dq_out)         # (..., S, Dh)
+        dk = np.matmul(np.swapaxes(dscores, -1, -2), q * _scalar(scale, q.dtype), out=dk_out)  # (..., T, Dh)
+    else:                                            # summed over each key head's G*S query rows
+        da_rows = _rows_per_kv_head(dscores, hk)                                 # (..., Hk, G*S, T)
+        dq = _per_query_head(da_rows @ (k * _scalar(scale, k.dtype)), q.shape[-3])  # (..., Hq, S, Dh)
+        dk = np.swapaxes(da_rows, -1, -2) @ _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)  # (..., Hk, T, Dh)
+    dq, dk, dv = _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
+    if attn_mask_grad:                                   # d(A + mask)/d mask = 1: the mask's gradient is dA
+        return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out), _sum_to(dscores, mask_shape)
+    return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out)
 
 
-def _softmax_grad_rows(dp, delta, probs):
-    """In place on row blocks: ``dp <- probs * (dp - delta)``, the softmax backward with its row sum."""
+def _softmax_grad_rows(dp, probs):
+    """In place on row blocks: ``dp <- probs * (dp - rowsum(dp * probs))``, the softmax backward."""
+    delta = np.einsum("...t,...t->...", dp, probs)[..., None]                   # (rows, 1) rowsum(dP * P)
     dp -= delta
     dp *= probs

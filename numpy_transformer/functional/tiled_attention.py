@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ._dtypes import _scalar
-from .attention import _check_sdpa_mask, _check_sdpa_options
+from .attention import _check_heads, _check_sdpa_mask, _check_sdpa_options, _into, _sum_to
 from .masks import _additive
 
 
@@ -25,6 +25,7 @@ class FlashAttentionCache(NamedTuple):
     block_q: int
     block_k: int
     dropout: Optional[tuple]      # (p, seed or None, full keep-mask or None) when attention dropout is on
+    kv_shapes: Optional[tuple] = None  # with enable_gqa: key's and value's own shapes (q, k, v grouped)
 
 
 def _mask_block(mask, r0, r1, c0, c1):
@@ -42,6 +43,19 @@ def _score_block(q_scaled, k_blk, mask, is_causal, r0, r1, c0, c1):
     if is_causal and c1 - 1 > r0:                     # some column of the tile lies above the diagonal
         s[..., np.arange(r0, r1)[:, None] < np.arange(c0, c1)[None, :]] = -np.inf
     return s
+
+
+def _grouped(x, h, heads_axis_of_kv=False):
+    """Grouped-query attention as broadcasting: a query-side array (..., Hq, S, X) as (..., h, G, S, X),
+    key or value (..., h, T, X) as (..., h, 1, T, X), so that query head i meets head i // G. A mask of
+    fewer than 3 dimensions broadcasts as it is; one with heads of size 1 keeps broadcasting."""
+    if x is None or np.ndim(x) < 3:
+        return x
+    x = np.asarray(x)
+    if heads_axis_of_kv:
+        return x[..., None, :, :]
+    n = x.shape[-3]
+    return x.reshape(x.shape[:-3] + ((h, n // h) if n != 1 else (1, 1)) + x.shape[-2:])
 
 
 def _tile_dropout(dropout, gen, r0, r1, c0, c1, shape):
@@ -83,7 +97,10 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
     scale : float, optional
         Default 1/sqrt(Dh).
     enable_gqa : bool
-        Must be False (grouped-query attention is not implemented yet).
+        Grouped-query attention as :func:`scaled_dot_product_attention_forward`, with one restriction:
+        key and value must have the same number of heads (torch also takes different ones; refused here
+        with a ValueError). Query head ``h`` uses key/value head ``h // (Hq // Hkv)``: the heads are
+        viewed as (Hkv, G) and the tiles broadcast against the shared head (no copy of key and value).
     block_q, block_k : int, keyword-only
         Tile sizes (any positive value; they need not divide S or T).
     training, rng : keyword-only, the attention dropout
@@ -103,8 +120,18 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
         raise ValueError(f"block_q and block_k must be positive, got {block_q} and {block_k}")
     _check_sdpa_options(None, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
                         "flash_attention_forward")
-    _check_sdpa_mask(attn_mask, query, key, "flash_attention_forward")
+    hk, hv = _check_heads(query, key, value, enable_gqa, "flash_attention_forward")
+    _check_sdpa_mask(attn_mask, query, key, "flash_attention_forward", grouped=hk is not None)
     q, k, v = query, key, value
+    kv_shapes = None
+    if hk is not None:                               # (..., Hkv, G, S, Dh) against (..., Hkv, 1, T, Dh)
+        if hk != hv:
+            raise ValueError(f"flash_attention_forward: enable_gqa=True needs key and value with the same "
+                             f"number of heads here, got {hk} and {hv}; use scaled_dot_product_attention_forward")
+        kv_shapes, hq = (k.shape, v.shape), q.shape[-3]
+        q, k, v = _grouped(q, hk), _grouped(k, hk, True), _grouped(v, hk, True)
+        attn_mask, dropout_mask = _grouped(attn_mask, hk), _grouped(dropout_mask, hk)
+        result, out = out, None                      # the caller's buffer has the (..., Hq, S, Dv) layout
     s_len, t_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     mask = None if attn_mask is None else _additive(attn_mask, q.dtype)
@@ -142,7 +169,10 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
         empty = l == 0                                                                   # every key masked
         out[..., r0:r1, :] = np.where(empty, _scalar(0, q.dtype), acc / np.where(empty, 1, l))
         lse[..., r0:r1] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1, l)))[..., 0]
-    return out, FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout)
+    cache = FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout, kv_shapes)
+    if kv_shapes is not None:
+        out = _into(out.reshape(out.shape[:-4] + (hq,) + out.shape[-2:]), result)       # (..., Hq, S, Dv)
+    return out, cache
 
 
 def flash_attention_backward(dout, cache, out=None):
@@ -158,8 +188,19 @@ def flash_attention_backward(dout, cache, out=None):
     the forward's seed in the forward's order.
     Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
     ``out``, optional, gives three arrays to accumulate ``(dq, dk, dv)`` into (they are zeroed first).
+
+    Grouped-query attention: the forward broadcast each key/value head (..., Hkv, 1, T, Dh) over its G
+    query heads (..., Hkv, G, S, Dh); the backward of a broadcast is a sum, so ``dk`` and ``dv`` are
+    accumulated per query head and summed over G (see :func:`scaled_dot_product_attention_backward`).
     """
-    q, k, v, o, lse, mask, is_causal, scale, block_q, block_k, dropout = cache
+    q, k, v, o, lse, mask, is_causal, scale, block_q, block_k, dropout, kv_shapes = cache
+    if kv_shapes is not None:
+        q_shape = q.shape[:-4] + (q.shape[-4] * q.shape[-3],) + q.shape[-2:]            # (..., Hq, S, Dh)
+        dq, dk, dv = flash_attention_backward(_grouped(dout, q.shape[-4]), cache._replace(kv_shapes=None))
+        dq = dq.reshape(dq.shape[:-4] + q_shape[-3:])                                    # (..., Hq, S, Dh)
+        dk, dv = dk.sum(axis=-3), dv.sum(axis=-3)                  # (..., Hkv, T, D): summed over G
+        grads = _sum_to(dq, q_shape), _sum_to(dk, kv_shapes[0]), _sum_to(dv, kv_shapes[1])
+        return grads if out is None else tuple(_into(g, o) for g, o in zip(grads, out))
     gen = None
     if dropout is not None:
         gen = None if dropout[1] is None else np.random.default_rng(dropout[1])
@@ -198,4 +239,6 @@ def flash_attention_backward(dout, cache, out=None):
             ds *= c                                                                      # c dA
             dq[..., r0:r1, :] += ds @ k_blk                                              # (..., bq, Dh)
             dk[..., c0:c1, :] += np.swapaxes(ds, -1, -2) @ q_blk                         # (..., bk, Dh)
+    if out is None:                                  # an input broadcast on a leading dimension: summed back
+        return _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
     return dq, dk, dv

@@ -20,10 +20,12 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
   trace hooks), :class:`ModuleList`, :class:`IncompatibleKeys`.
 * ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
-  :class:`PositionalEncoding`, :func:`sinusoidal_table`.
-* ``activations.py`` — :class:`ReLU`, :class:`GELU`, :func:`activation_module`.
+  :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
+* ``activations.py`` — :class:`ReLU`, :class:`GELU`, :class:`SiLU`, :func:`activation_module`.
+* ``feedforward.py`` — :class:`SwiGLU` (the gated feed-forward).
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
+* ``rotary.py`` — :class:`RotaryEmbedding` (rotary position embeddings, no parameters).
 * ``kv_cache.py`` — :class:`KVCache`, :func:`cached_attention` (incremental decoding, inference only).
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
@@ -32,17 +34,22 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
   positions, an additive bias on the scores).
 * ``block.py`` — :class:`TransformerBlock` (the modern options: RMSNorm, rotary, SwiGLU, GQA, a bias),
   :class:`FeedForward`.
+* ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
 """
 
-from .activations import GELU, ReLU, activation_module
+from .activations import GELU, ReLU, SiLU, activation_module
 from .attention import MultiheadAttention
 from .block import FeedForward, TransformerBlock
 from .decoder import TransformerDecoder, TransformerDecoderLayer
 from .gqa import GroupedQueryAttention
+from .feedforward import SwiGLU
 from .kv_cache import KVCache, cached_attention
-from .layers import Dropout, Embedding, Linear, PositionalEncoding, TokenEmbedding, sinusoidal_table
+from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
+                     sinusoidal_table)
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
 from .norms import LayerNorm, RMSNorm
+from .rotary import RotaryEmbedding
+from .position_bias import RelativePositionBias
 from .seq2seq import Transformer
 from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
 
@@ -53,3 +60,6 @@ __all__ = [
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
 __all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
+__all__ += ["RotaryEmbedding"]
+__all__ += ["RelativePositionBias"]
+__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

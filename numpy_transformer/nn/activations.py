@@ -1,14 +1,20 @@
-"""The activation modules :class:`ReLU` and :class:`GELU`, and :func:`activation_module`, which turns a
-layer's ``activation`` argument (``"relu"``, ``"gelu"`` or one of these modules) into a module.
+"""The activation modules :class:`ReLU`, :class:`GELU` and :class:`SiLU`, and :func:`activation_module`,
+which turns a layer's ``activation`` argument (``"relu"``, ``"gelu"``, ``"silu"`` or one of these
+modules) into a module.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import functional as F
 from .._checks import check_float_array, check_grad
 from .module import Module
 
-__all__ = ["ReLU", "GELU", "activation_module"]
+__all__ = ["ReLU", "GELU", "SiLU", "activation_module", "ACTIVATION_NAMES"]
+
+# the strings an ``activation`` argument accepts
+ACTIVATION_NAMES = ("relu", "gelu", "silu")
 
 
 class ReLU(Module):
@@ -48,11 +54,52 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
+class SiLU(Module):
+    """SiLU (Swish), ``x * sigmoid(x)``, as ``torch.nn.SiLU`` (what ``activation="silu"`` builds).
+
+    Parameters
+    ----------
+    inplace : bool
+        As torch: the result is also written into the input array, which is returned. The cache keeps
+        its own copy of the input for the backward, so (unlike torch) no memory is saved; accepted so
+        that code written for torch runs unchanged.
+    """
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        if not isinstance(inplace, (bool, np.bool_)):
+            raise TypeError(f"inplace must be a bool, got {inplace!r}")
+        self.inplace = bool(inplace)
+
+    def forward(self, x):
+        x = check_float_array(x, "input")
+        if self.inplace and not x.flags.writeable:
+            raise ValueError("input is read-only and SiLU(inplace=True) writes into it; pass a writeable "
+                             "array or use inplace=False")
+        out, cache = F.silu_forward(x.copy() if self.inplace else x)
+        if self.inplace:
+            x[...] = out
+            out = x
+        self._save((cache, out.shape, out.dtype))
+        return out
+
+    def backward(self, dout):
+        cache, shape, dtype = self._take()
+        return F.silu_backward(check_grad(dout, "dout", shape, dtype), cache)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
 def activation_module(activation):
-    if isinstance(activation, (ReLU, GELU)):
+    """``"relu"`` / ``"gelu"`` / ``"silu"`` -> a new module; an nt.ReLU/nt.GELU/nt.SiLU module as it is."""
+    if isinstance(activation, (ReLU, GELU, SiLU)):
         return activation
     if activation == "relu":
         return ReLU()
     if activation == "gelu":
         return GELU()
-    raise ValueError(f"activation must be 'relu' or 'gelu' (or an nt.ReLU/nt.GELU module), got {activation!r}")
+    if activation == "silu":
+        return SiLU()
+    raise ValueError("activation must be 'relu', 'gelu' or 'silu' (or an nt.ReLU/nt.GELU/nt.SiLU module), "
+                     f"got {activation!r}")

@@ -132,7 +132,7 @@ class TransformerDecoderLayer(Module):
     dim_feedforward : int
         F.
     dropout : float
-    activation : {"relu", "gelu"} or an nt.ReLU/nt.GELU module
+    activation : {"relu", "gelu", "silu"} or an nt.ReLU/nt.GELU/nt.SiLU module
     layer_norm_eps : float
     batch_first : bool
         True (default here, as our encoder): (B, S, D); False: (S, B, D). **torch's default is False.**

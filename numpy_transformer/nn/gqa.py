@@ -105,8 +105,11 @@ class GroupedQueryAttention(Module):
         return mask
 
     def _rotate(self, x, positions):
+        """x (B, heads, S, Dh) rotated at ``positions`` (S,), or (B, S) per row (left padding)."""
         if not self.rope:
             return x, None
+        if positions is not None and np.ndim(positions) == 2:
+            positions = np.asarray(positions)[:, None, :]                        # (B, 1, S): every head
         return F.rope_forward(x, positions=positions, base=self.rope_base, interleaved=self.rope_interleaved)
 
     def forward(self, x, attn_bias=None, is_causal=False, attn_mask=None, positions=None):

@@ -51,6 +51,7 @@ class KVCache:
         self.keys = {}          # slot -> (B, H, T, Dh)
         self.values = {}        # slot -> (B, H, T, Dh)
         self.static = set()     # slots filled once from a memory (cross-attention)
+        self.attention_mask = None  # (B, T) bool, True = real token: set by a model given a padded prompt
 
     def __len__(self):
         return len(self.keys)
@@ -85,8 +86,11 @@ class KVCache:
         return key, value
 
     def reorder_cache(self, beam_idx):
-        """Keep batch rows ``beam_idx`` (B',) of every slot, in that order (beam search; HF's name)."""
+        """Keep batch rows ``beam_idx`` (B',) of every slot (and of ``attention_mask``), in that order (beam
+        search; HF's name)."""
         beam_idx = np.asarray(beam_idx)
+        if self.attention_mask is not None:
+            self.attention_mask = self.attention_mask[beam_idx]
         for slot in self.keys:
             self.keys[slot] = self.keys[slot][beam_idx]
             self.values[slot] = self.values[slot][beam_idx]
@@ -124,8 +128,9 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
         Cross-attention: the keys and values come from ``memory``, projected on the slot's first call
         and reused after it; no causal mask.
     key_padding_mask : ndarray (B, T), optional
-        Cross-attention only: bool True = that memory position is padding, or float added to the
-        scores (the modules' convention).
+        Bool True = that key position is padding, or float added to the scores (the modules'
+        convention). Cross-attention: T is the memory's length. Self-attention: T = P + S, the cached
+        and the new positions (a left-padded prompt), combined with the causal mask.
 
     Returns
     -------
@@ -151,19 +156,31 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
 
     q = heads(_project(attn, query, 0))                                          # (B, H, S, Dh)
     mask = None
+    kpm = None if key_padding_mask is None else F.module_to_sdpa_mask(np.asarray(key_padding_mask))
     if memory is None:
         past = cache.get_seq_length(slot)
+        if kpm is not None and kpm.shape != (b, past + s):
+            raise ValueError(f"key_padding_mask must have shape {(b, past + s)} (the {past} cached and {s} new "
+                             f"positions), got {kpm.shape}")
         k, v = cache.update(slot, heads(_project(attn, query, 1)), heads(_project(attn, query, 2)))
         if s > 1:          # new query i (absolute P + i) may attend keys j <= P + i: True = takes part
             mask = ~np.triu(np.ones((s, past + s), dtype=bool), k=past + 1)      # (S, P+S)
+        if kpm is not None:                     # padded keys take no part either
+            kpm = kpm[:, None, None, :]                                          # (B, 1, 1, P+S)
+            if mask is None:
+                mask = kpm
+            elif kpm.dtype == np.bool_:
+                mask = mask & kpm                                                # (B, 1, S, P+S)
+            else:
+                mask = np.where(mask, kpm, -np.inf).astype(kpm.dtype)            # (B, 1, S, P+S)
     else:
         if slot not in cache:
             memory = check_float_input(memory, "memory", attn.dtype, ndim=3, last_dim=attn.kdim,
                                        shape_doc="(B, T, kdim)")
             cache.set_static(slot, heads(_project(attn, memory, 1)), heads(_project(attn, memory, 2)))
         k, v = cache.keys[slot], cache.values[slot]                              # (B, H, T, Dh)
-        if key_padding_mask is not None:   # bool: True = padding (-> takes no part); float: added, as is
-            mask = F.module_to_sdpa_mask(np.asarray(key_padding_mask))[:, None, None, :]   # (B, 1, 1, T)
+        if kpm is not None:                # bool: True = padding (-> takes no part); float: added, as is
+            mask = kpm[:, None, None, :]                                         # (B, 1, 1, T)
     ctx, _ = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, dropout_p=attn.dropout,
                                                     training=attn.training, rng=attn.rng)  # (B, H, S, Dh)
     out, _ = F.linear_forward(F._merge_heads(ctx), attn.out_proj.weight.data,

@@ -1,6 +1,6 @@
 """The basic layers: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, and the seed design's input
-layers :class:`TokenEmbedding` (embedding scaled by sqrt(D)) and :class:`PositionalEncoding` (adds
-the fixed :func:`sinusoidal_table`).
+layers :class:`TokenEmbedding` (embedding scaled by sqrt(D)), :class:`PositionalEncoding` (adds
+the fixed :func:`sinusoidal_table`) and :class:`LearnedPositionalEmbedding` (adds a trained table).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from .._checks import (as_generator, check_float_array, check_float_input, check
 from ._init import _dtype_of, _uniform
 from .module import Module, Parameter
 
-__all__ = ["Linear", "Embedding", "Dropout", "TokenEmbedding", "sinusoidal_table", "PositionalEncoding"]
+__all__ = ["Linear", "Embedding", "Dropout", "TokenEmbedding", "sinusoidal_table", "PositionalEncoding",
+           "LearnedPositionalEmbedding"]
 
 
 class Linear(Module):
@@ -183,7 +184,9 @@ class Dropout(Module):
     """Inverted dropout with the module's own seeded generator; the identity in eval mode.
 
     After a training-mode forward, ``last_mask`` holds the bool keep-mask used (so a reference
-    implementation can replay it); ``backward`` uses the same mask.
+    implementation can replay it); ``backward`` uses the same mask. A Dropout used several times in
+    one forward pass (``Seq2SeqModel``'s, on both embeddings) keeps every use's mask in ``masks``, in
+    the order of the uses (reset by the next pass).
     """
 
     def __init__(self, p=0.5, seed=None):
@@ -191,11 +194,16 @@ class Dropout(Module):
         self.p = check_probability(p)
         self.rng = as_generator(seed)
         self.last_mask = None
+        self.masks, self._masks_pass = [], None
 
     def forward(self, x):
         x = check_float_array(x, "input")
         out, cache = F.dropout_forward(x, self.p, self.training, self.rng)
         self.last_mask = cache.mask
+        tag = self._last_tag                   # this forward's pass (nn.module): a new pass starts a new list
+        if tag is None or tag[0] != self._masks_pass:
+            self.masks, self._masks_pass = [], None if tag is None else tag[0]
+        self.masks.append(cache.mask)
         self._save((cache, out.shape, out.dtype))
         return out
 
@@ -283,3 +291,60 @@ class PositionalEncoding(Module):
         """``y = x + pe``: pe is a constant, so ``dx = dout`` and the table gets nothing."""
         shape = self._take()
         return check_grad(dout, "dout", shape, self.dtype)
+
+
+class LearnedPositionalEmbedding(Module):
+    """Adds a trained table of positions: ``y[b, s] = x[b, s] + weight[offset + s]`` (GPT-2's ``wpe``,
+    BERT's position embeddings; torch has no such class: an ``nn.Embedding`` looked up with
+    ``arange(S)`` and added).
+
+    Parameters
+    ----------
+    max_len : int
+        The longest sequence (with ``offset``: the last position + 1) accepted; longer raises ValueError.
+    d_model : int
+    dtype : np.float32 or np.float64
+    seed : int or numpy.random.Generator, optional
+        ``weight`` is drawn from N(0, 1), as ``torch.nn.Embedding`` (the same draws as
+        ``Embedding(max_len, d_model, seed=seed)``).
+
+    Attributes
+    ----------
+    weight : Parameter (max_len, d_model)
+        Row s is position s's vector; ``state_dict`` key ``weight``.
+    """
+
+    def __init__(self, max_len, d_model, dtype=np.float32, seed=None):
+        super().__init__()
+        self.max_len = check_positive_int(max_len, "max_len")
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.dtype = _dtype_of(dtype)
+        self.weight = Parameter(as_generator(seed).standard_normal((max_len, d_model)).astype(self.dtype))
+
+    def forward(self, x, offset=0):
+        """x (B, S, D) -> x + weight[offset:offset + S] (B, S, D). ``offset``: the first position's index
+        (a decoding step after ``offset`` cached positions)."""
+        x = check_float_input(x, "x", self.dtype, ndim=3, last_dim=self.d_model, shape_doc="(B, S, D)")
+        if isinstance(offset, (bool, np.bool_)) or not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+        s = x.shape[1]
+        if offset + s > self.max_len:
+            raise ValueError(f"sequence length {s}" + (f" at offset {offset}" if offset else "")
+                             + f" exceeds LearnedPositionalEmbedding max_len={self.max_len}; "
+                             "build the module with a larger max_len")
+        self._save((x.shape, int(offset)))
+        return x + self.weight.data[offset:offset + s]                           # (B, S, D) + (S, D)
+
+    def backward(self, dout):
+        """``y[b, s] = x[b, s] + W[offset + s]``: ``dx = dout``, and W's row is broadcast over the batch, so
+        its gradient is the batch sum ``dW[offset + s] = sum_b dout[b, s]`` (zero in the rows not used);
+        accumulates ``weight.grad``."""
+        shape, offset = self._take()
+        dout = check_grad(dout, "dout", shape, self.dtype)
+        dweight = np.zeros(self.weight.shape, dtype=self.dtype)                  # (max_len, D)
+        dweight[offset:offset + shape[1]] = dout.sum(axis=0)                     # (S, D): shared by the batch
+        self.weight.accumulate(dweight, owned=True)
+        return dout
+
+    def extra_repr(self):
+        return f"max_len={self.max_len}, d_model={self.d_model}"

@@ -44,7 +44,7 @@ class Transformer(Module):
     ----------
     d_model, nhead, num_encoder_layers, num_decoder_layers, dim_feedforward, dropout, activation,
     layer_norm_eps, norm_first, bias
-        As torch (``activation``: "relu", "gelu" or an nt.ReLU/nt.GELU module).
+        As torch (``activation``: "relu", "gelu", "silu" or an nt.ReLU/nt.GELU/nt.SiLU module).
     custom_encoder : nt.Module, optional
         Used instead of the encoder: ``forward(src, mask=, src_key_padding_mask=, is_causal=)`` and
         ``backward(dmemory) -> dsrc`` (an :class:`TransformerEncoder` is one).
@@ -111,6 +111,9 @@ class Transformer(Module):
         tgt = check_float_input(tgt, "tgt", self.dtype, ndim=src.ndim, last_dim=self.d_model,
                                 shape_doc=f"like src, (B, S, D) (D = d_model = {self.d_model})")
         bi = 0 if self.batch_first else 1
+        if 0 in src.shape[:-1] or 0 in tgt.shape[:-1]:     # named here: the decoder would blame the memory
+            raise ValueError(f"src and tgt must have a non-empty batch and sequence, got src {src.shape} and "
+                             f"tgt {tgt.shape}")
         if src.ndim == 3 and src.shape[bi] != tgt.shape[bi]:
             raise ValueError(f"src and tgt must have the same batch size (batch_first={self.batch_first}), got "
                              f"src {src.shape} and tgt {tgt.shape}")

@@ -41,7 +41,7 @@ class TransformerEncoderLayer(Module):
     dim_feedforward : int
         F.
     dropout : float
-    activation : {"relu", "gelu"} or an nt.ReLU/nt.GELU module
+    activation : {"relu", "gelu", "silu"} or an nt.ReLU/nt.GELU/nt.SiLU module
     layer_norm_eps : float
     batch_first : bool
         True (default here): (B, S, D); False: (S, B, D).

@@ -119,7 +119,7 @@ def _draw_mha(c, cfg, min_width, min_len, add_bias_kv=None, add_zero_attn=None, 
 def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None, unbatched=None):
     _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask,
                unbatched=unbatched)
-    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu"), activation),
+    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu", "silu"), activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2))
 
 
@@ -136,6 +136,15 @@ def _draw_positional(c, cfg, min_width, min_len):
     cfg.update(B=c.integers(1, 3), S=c.integers(1, 6), D=c.integers(1, 6), max_len=c.integers(6, 12))
 
 
+def _draw_silu(c, cfg, min_width, min_len):
+    cfg.update(lead=_lead_shape(c) + (c.integers(min_width, 6),))
+
+
+def _draw_swiglu(c, cfg, min_width, min_len, bias=None):
+    cfg.update(lead=_lead_shape(c), D=c.integers(min_width, 6), F=c.integers(min_width, 8),
+               bias=_pick(c, (False, True), bias))
+
+
 def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, ffn=None, norm=None,
               num_kv_heads="draw"):
     h = c.integers(1, 4)
@@ -144,12 +153,22 @@ def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=No
     dh = c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4)
     dh += dh % 2 if positions == "rope" else 0                  # rotary pairs need an even head width
     kv = c.choice([k for k in range(1, h + 1) if h % k == 0]) if num_kv_heads == "draw" else num_kv_heads
+    buckets = c.integers(2, 8)                                  # causal: max_distance above the exact buckets
     cfg.update(V=c.integers(2, 9), H=h, D=h * dh, F=c.integers(min_width, 8), n_layer=c.integers(1, 2),
                ids_shape=(b, s), block_size=s + c.integers(0, 2), bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2),
                ffn=_pick(c, ("gelu", "relu", "silu", "swiglu"), ffn), positions=positions,
                norm=_pick(c, ("layernorm", "rmsnorm"), norm), num_kv_heads=kv,
-               buckets=c.integers(2, 8), max_distance=c.integers(2, 10),
+               buckets=buckets, max_distance=c.integers(buckets // 2 + 1, 10),
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
+
+
+def _draw_relative_position_bias(c, cfg, min_width, min_len, bidirectional=None):
+    bidirectional = _pick(c, (True, False), bidirectional)
+    nb = c.integers(4 if bidirectional else 2, 12)
+    half = nb // 2 if bidirectional else nb
+    s = c.integers(min_len, 6)
+    cfg.update(H=c.integers(1, 4), num_buckets=nb, max_distance=c.integers(half // 2 + 1, 10), bidirectional=bidirectional,
+               S=s, T=c.choice((s, c.integers(min_len, 7))), offset=c.choice((None, 0, c.integers(-2, 5))))
 
 
 def _build_gpt(cfg):
@@ -181,6 +200,15 @@ def _build_encoder(cfg):
 
 # the decoder kinds' gradcheck rows: small enough for quick finite differences, S != T, two heads
 _SMALL = dict(B=2, S=3, T=2, H=2, Dh=2, F=3)
+
+
+def _draw_rotary(c, cfg, min_width, min_len, interleaved=None, positions=None):
+    """x (lead..., S, D) heads, D even; positions default (arange(S)) or an offset (S,) array."""
+    cfg.update(lead=_lead_shape(c), S=c.integers(max(min_len, 1), 4),
+               D=2 * c.integers(max(1, (min_width + 1) // 2), 3), base=c.choice((10000.0, 100.0)),
+               interleaved=_pick(c, (False, True), interleaved),
+               positions=c.boolean() if positions is None else positions, offset=c.integers(0, 30))
+
 
 MODULES = {case.name: case for case in [
     ModuleCase("Linear", _draw_linear, lambda cfg: nn.Linear(cfg["in_features"], cfg["out_features"], bias=cfg["bias"],
@@ -261,6 +289,16 @@ MODULES = {case.name: case for case in [
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
                lambda cfg: nn.PositionalEncoding(cfg["D"], max_len=cfg["max_len"], dtype=_dt(cfg))),
+    ModuleCase("RotaryEmbedding", _draw_rotary,
+               lambda cfg: nn.RotaryEmbedding(cfg["D"], base=cfg["base"], interleaved=cfg["interleaved"]),
+               examples=(("rotate half", {"interleaved": False}),
+                         ("interleaved, positions", {"interleaved": True, "positions": True}))),
+    ModuleCase("LearnedPositionalEmbedding", _draw_positional,
+               lambda cfg: nn.LearnedPositionalEmbedding(cfg["max_len"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
+    ModuleCase("SiLU", _draw_silu, lambda cfg: nn.SiLU()),
+    ModuleCase("SwiGLU", _draw_swiglu,
+               lambda cfg: nn.SwiGLU(cfg["D"], cfg["F"], bias=cfg["bias"], dtype=_dt(cfg), seed=cfg["seed"]),
+               examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
                examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True, "ffn": "gelu",
@@ -272,6 +310,11 @@ MODULES = {case.name: case for case in [
                                                                       "tie_word_embeddings": False}),
                          ("relative bias, tied", {"positions": "relative", "norm": "layernorm", "ffn": "gelu",
                                                   "num_kv_heads": None, "tie_word_embeddings": True})), twin=True),
+    # (s, t) in, (H, S, T) out: the gradient of relative_attention_bias.weight (buckets shared by many pairs)
+    ModuleCase("RelativePositionBias", _draw_relative_position_bias,
+               lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"], cfg["bidirectional"],
+                                                   dtype=_dt(cfg), seed=cfg["seed"]),
+               examples=(("bidirectional", {"bidirectional": True}), ("causal", {"bidirectional": False}))),
 ]}
 
 KINDS = tuple(MODULES)
@@ -313,8 +356,18 @@ def make_inputs(cfg, rng):
     if k in ("LayerNorm", "RMSNorm"):
         shape = cfg["lead"] + (cfg["shape"] if isinstance(cfg["shape"], tuple) else (cfg["shape"],))
         return {"input": (rng.standard_normal(shape) * 2 + 0.5).astype(dt)}, {}
-    if k == "PositionalEncoding":
+    if k in ("PositionalEncoding", "LearnedPositionalEmbedding"):
         return {"x": rng.standard_normal((cfg["B"], cfg["S"], cfg["D"])).astype(dt)}, {}
+    if k == "RotaryEmbedding":
+        s = cfg["S"]
+        pos = cfg["offset"] + rng.permutation(s) if cfg["positions"] else None
+        return {"x": rng.standard_normal(cfg["lead"] + (s, cfg["D"])).astype(dt)}, {"positions": pos}
+    if k == "RelativePositionBias":
+        return {}, {"s": cfg["S"], "t": cfg["T"], "offset": cfg["offset"]}
+    if k == "SiLU":
+        return {"input": (rng.standard_normal(cfg["lead"]) * 3).astype(dt)}, {}
+    if k == "SwiGLU":
+        return {"x": rng.standard_normal(cfg["lead"] + (cfg["D"],)).astype(dt)}, {}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
     if k in BLOCK_KINDS:
@@ -347,12 +400,16 @@ def _qkv(x):
 def call_args(cfg, x, other):
     """``(positional args, keyword args)`` of the module's ``forward`` for the drawn inputs."""
     k = cfg["kind"]
-    if k in ("Linear", "LayerNorm", "RMSNorm"):
+    if k in ("Linear", "LayerNorm", "RMSNorm", "SiLU"):
         return [x["input"]], {}
     if k in ("Embedding", "TokenEmbedding", "GPT"):
         return [other["ids"]], {}
-    if k == "PositionalEncoding":
+    if k in ("PositionalEncoding", "LearnedPositionalEmbedding", "SwiGLU"):
         return [x["x"]], {}
+    if k == "RotaryEmbedding":
+        return [x["x"]], {"positions": other["positions"]}
+    if k == "RelativePositionBias":
+        return [other["s"]], {"t": other["t"], "offset": other["offset"]}
     if k in DECODER_KINDS:
         return decoder_call_args(cfg, x, other)
     if k in BLOCK_KINDS:
@@ -380,7 +437,7 @@ def call(module, cfg, x, other):
 def input_grads(module, cfg, dout, x):
     """Our backward; returns ``{input name: gradient}`` (parameters' gradients land in ``p.grad``)."""
     g = module.backward(dout)
-    if cfg["kind"] in ("Embedding", "TokenEmbedding", "GPT"):
+    if cfg["kind"] in ("Embedding", "TokenEmbedding", "GPT", "RelativePositionBias"):
         return {}
     if cfg["kind"] in DECODER_KINDS:
         return decoder_input_grads(g, x)

@@ -221,6 +221,24 @@ def _draw_gelu(c, dtype, approximate=None):
     return Draw({"x": x}, {"approximate": approximate})
 
 
+def _draw_silu(c, dtype, extreme=None):
+    x = _n(c.rng(), _elementwise_shape(c), dtype, c.choice((1.0, 4.0)))
+    if c.boolean() if extreme is None else extreme:     # the overflow-free sigmoid's far tails
+        x.flat[0] = c.choice((-1000.0, -60.0, 60.0, 1000.0))
+        x.flat[-1] = 1.0                                # one O(1) entry for the normwise metric
+    return Draw({"x": x}, {})
+
+
+def _draw_swiglu(c, dtype, bias=None):
+    rng = c.rng()
+    lead, d, f = _lead(c), c.integers(1, 5), c.integers(1, 6)
+    inputs = {"x": _n(rng, lead + (d,), dtype), "w_gate": _n(rng, (f, d), dtype), "w_up": _n(rng, (f, d), dtype),
+              "w_down": _n(rng, (d, f), dtype)}
+    if c.boolean() if bias is None else bias:
+        inputs.update(b_gate=_n(rng, (f,), dtype), b_up=_n(rng, (f,), dtype), b_down=_n(rng, (d,), dtype))
+    return Draw(inputs, {})
+
+
 def _draw_dropout(c, dtype, p=None):
     rng = c.rng()
     shape = _elementwise_shape(c)
@@ -245,6 +263,33 @@ def _draw_sdpa(c, dtype, mask=None, blocks=None):
 def _draw_flash(c, dtype, mask=None, blocks=None):
     blocks = (c.integers(1, 4), c.integers(1, 4)) if blocks is None else blocks
     return _draw_sdpa(c, dtype, mask, blocks)
+
+
+def _draw_sdpa_gqa(c, dtype, mask=None, blocks=None, kv_heads=None, groups=None, seq=None):
+    """Grouped-query attention: Hq = Hkv * G query heads; Hkv = 1 (multi-query) and G = 1 (one key/value
+    head per query head) among the draws; the value's heads may differ from the key's (torch allows it)
+    except on the tiled path."""
+    rng = c.rng()
+    batch = c.choice(((), (2,), (1,)))
+    hkv = c.choice((1, 2)) if kv_heads is None else kv_heads
+    g = c.integers(1, 3) if groups is None else groups
+    hq = hkv * g
+    hv = hkv if blocks is not None or hq == 1 else c.choice((hkv, 1, hq))
+    s, t = (c.integers(1, 4), c.integers(1, 5)) if seq is None else seq
+    dh, dv = c.integers(1, 4), c.integers(1, 4)
+    kinds = SDPA_MASKS if blocks is None else FLASH_MASKS
+    attn_mask, is_causal = sdpa_mask(c.choice(kinds) if mask is None else mask, batch + (hq,), s, t, dtype, rng)
+    static = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": c.choice((None, 0.3)), "enable_gqa": True}
+    if blocks is not None:
+        static.update(block_q=blocks[0], block_k=blocks[1])
+    inputs = {"query": _n(rng, batch + (hq, s, dh), dtype), "key": _n(rng, batch + (hkv, t, dh), dtype),
+              "value": _n(rng, batch + (hv, t, dv), dtype)}
+    return Draw(inputs, static)
+
+
+def _draw_flash_gqa(c, dtype, mask=None, blocks=None, kv_heads=None, groups=None, seq=None):
+    blocks = (c.integers(1, 4), c.integers(1, 4)) if blocks is None else blocks
+    return _draw_sdpa_gqa(c, dtype, mask, blocks, kv_heads, groups, seq)
 
 
 _SELF_MHA_MASKS = ("none", "is_causal", "causal_bool", "float", "padding", "per_head", "causal_bool+padding",
@@ -282,6 +327,37 @@ def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=No
     if "bias_k" in inputs or static["add_zero_attn"]:    # appended keys refuse the hint: the mask itself
         static["attn_mask"], static["is_causal"] = without_causal_hint(am, is_causal, s, t)
     return Draw(inputs, static)
+
+
+def _draw_rope(c, dtype, positions=None, interleaved=None, s=None):
+    """x (lead..., S, Dh) with Dh even; positions the default arange(S), a shuffled or offset (S,) array
+    (negative ones included: a decode step at offset t, a left-padded row), or per-sequence positions
+    (lead[0], 1.., S) broadcast over the other leading axes; a base from 2 to 1e6."""
+    rng = c.rng()
+    lead, s, dh = _lead(c), c.integers(1, 5) if s is None else s, 2 * c.integers(1, 4)
+    positions = c.choice(("default", "offset", "batch")) if positions is None else positions
+    static = {"base": c.choice((10000.0, 2.0, c.log_uniform(10.0, 1e6))),
+              "interleaved": c.boolean() if interleaved is None else interleaved}
+    if positions == "offset":
+        static["positions"] = rng.permutation(s) + c.integers(-3, 50)
+    elif positions == "batch":
+        lead = lead or (2,)
+        static["positions"] = rng.integers(-2, 40, size=lead[:1] + (1,) * (len(lead) - 1) + (s,))
+    return Draw({"x": _n(rng, lead + (s, dh), dtype)}, static)
+
+
+def _draw_relative_position_bias(c, dtype, bidirectional=None, s=None, t=None):
+    """T5's lookup for the buckets of S queries against T keys (small ``max_distance``: pairs share
+    buckets, so the scatter-add must add), some bucket rows never used."""
+    rng = c.rng()
+    bidirectional = c.boolean() if bidirectional is None else bidirectional
+    nb = c.integers(4 if bidirectional else 2, 12)
+    half = nb // 2 if bidirectional else nb
+    s = c.integers(1, 6) if s is None else s
+    t = c.integers(1, 7) if t is None else t
+    rel = F.relative_positions(s, t, c.choice((None, 0, c.integers(-3, 6))))
+    buckets = F.relative_position_bucket(rel, bidirectional, nb, c.integers(half // 2 + 1, 10))
+    return Draw({"weight": _n(rng, (nb, c.integers(1, 4)), dtype), "buckets": buckets}, {})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -358,6 +434,11 @@ OPS = {case.name: case for case in [
     OpCase("relu", *_pair("relu_forward", "relu_backward", ("x",)), _draw_relu, examples=(("", {"zeros": False}),)),
     OpCase("gelu", *_pair("gelu_forward", "gelu_backward", ("x",)), _draw_gelu,
            examples=(("approximate=none", {"approximate": "none"}), ("approximate=tanh", {"approximate": "tanh"}))),
+    OpCase("silu", *_pair("silu_forward", "silu_backward", ("x",)), _draw_silu,
+           examples=(("", {"extreme": False}),)),
+    OpCase("swiglu", *_pair("swiglu_forward", "swiglu_backward",
+                            ("x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down")), _draw_swiglu,
+           examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
     OpCase("dropout", _dropout_forward, _pair("dropout_forward", "dropout_backward", ("x",))[1], _draw_dropout,
            examples=(("fixed mask, p=0.3", {"p": 0.3}),)),
     OpCase("scaled_dot_product_attention",
@@ -367,9 +448,25 @@ OPS = {case.name: case for case in [
                                  ("bool mask", {"mask": "bool"}), ("float mask", {"mask": "float"}),
                                  ("causal", {"mask": "is_causal"})),
            short="sdpa"),
+    OpCase("scaled_dot_product_attention_gqa",
+           *_pair("scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward", _SDPA),
+           _draw_sdpa_gqa, examples=(("Hq=4, Hkv=2, bool mask", {"mask": "bool_full", "kv_heads": 2, "groups": 2,
+                                                              "seq": (3, 4)}),
+                                     ("multi-query Hkv=1, causal", {"mask": "is_causal", "kv_heads": 1, "groups": 3,
+                                                                    "seq": (3, 3)})),
+           short="sdpa gqa"),
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
                      ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
+    OpCase("relative_position_bias", *_pair("relative_position_bias_forward", "relative_position_bias_backward",
+                                            ("weight",)), _draw_relative_position_bias, nondiff=("buckets",),
+           examples=(("bidirectional, S=3, T=5", {"bidirectional": True, "s": 3, "t": 5}),
+                     ("causal, S=T=4", {"bidirectional": False, "s": 4, "t": 4})), short="rel_pos_bias"),
+    OpCase("flash_attention_gqa", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA),
+           _draw_flash_gqa, examples=(("Hq=4, Hkv=2, tiles 2x3, causal + float mask",
+                                       {"mask": "causal+float", "blocks": (2, 3), "kv_heads": 2, "groups": 2,
+                                        "seq": (3, 5)}),),
+           short="flash gqa"),
     OpCase("multi_head_attention", _mha_forward, _mha_backward, _draw_mha,
            examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True,
                                                      "bias_kv": False, "zero_attn": False}),
@@ -381,4 +478,8 @@ OPS = {case.name: case for case in [
                                           "zero_attn": False}),
                      ("add_bias_kv, add_zero_attn, padding", {"mode": "self", "mask": "causal_bool+padding",
                                                               "bias_kv": True, "zero_attn": True}))),
+    OpCase("rope", *_pair("rope_forward", "rope_backward", ("x",)), _draw_rope,
+           examples=(("rotate half", {"positions": "default", "interleaved": False, "s": 4}),
+                     ("interleaved, offset positions", {"positions": "offset", "interleaved": True, "s": 3}),
+                     ("per-sequence positions", {"positions": "batch", "interleaved": False, "s": 3}))),
 ]}

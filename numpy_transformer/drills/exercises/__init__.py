@@ -54,25 +54,32 @@ from .softmax import SOFTMAX
 from .layer_norm import LAYER_NORM
 from .rms_norm import RMS_NORM
 from .gelu import GELU
+from .silu import SILU
 from .linear import LINEAR
+from .swiglu import SWIGLU
 from .embedding import EMBEDDING
+from .relative_position_bias import RELATIVE_POSITION_BIAS
 from .cross_entropy import CROSS_ENTROPY
 from .positional_encoding import POSITIONAL
+from .rope import ROPE
 from .scaled_dot_product_attention import ATTENTION
+from .grouped_query_attention import GQA
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
-EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, LINEAR, EMBEDDING, CROSS_ENTROPY,
-                                 POSITIONAL, ATTENTION, MHA, ENCODER)}
+EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, EMBEDDING,
+                                 RELATIVE_POSITION_BIAS, CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
-           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm"}
+           "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm",
+           "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
+           "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu"}
 
 __all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ATTENTION", "MHA", "ENCODER"]
+           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU"]
 
 
 def get(name) -> Optional[Exercise]:

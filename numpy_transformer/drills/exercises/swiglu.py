@@ -1,0 +1,94 @@
+"""The swiglu drill: Llama's gated feed-forward ``(silu(x W_gate^T) * (x W_up^T)) W_down^T`` and its
+backward (the product rule, and x feeding two branches)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from ... import functional as F
+from .. import variants as V
+from ._types import Case, Exercise, Mistake, _desc, _shape
+
+# (x shape, F): D = 1, F = 1, F = D, no leading batch dim, several leading dims
+_EDGES = [((1, 1, 1), 1), ((2, 3, 4), 6), ((5, 3), 3), ((1, 4, 2), 1), ((2, 2, 3, 4), 5)]
+
+
+def _draw_swiglu(rng, i):
+    if i < len(_EDGES):
+        xshape, f = _EDGES[i]
+    else:
+        lead = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(1, 3))))
+        d = int(rng.integers(1, 7))
+        f = d if rng.random() < 0.2 else int(rng.integers(1, 9))
+        xshape = lead + (d,)
+    d = xshape[-1]
+    x = rng.standard_normal(xshape)
+    W_gate = 1.5 * rng.standard_normal((f, d)) / math.sqrt(d)
+    W_up = rng.standard_normal((f, d)) / math.sqrt(d)
+    W_down = rng.standard_normal((d, f)) / math.sqrt(f)
+    dy = rng.standard_normal(xshape)
+    n = int(np.prod(xshape[:-1]))
+    return Case({"x": x, "W_gate": W_gate, "W_up": W_up, "W_down": W_down, "dy": dy},
+                _desc(f"x {_shape(x)}", f"F={f}"), [], {"N": n, "D": d, "F": f})
+
+
+def _run_swiglu(rec, c):
+    y, cache = rec.pair("swiglu_forward", rec.call("swiglu_forward", c["x"], c["W_gate"], c["W_up"], c["W_down"]),
+                        "(y, cache)")
+    rec.output("y", y)
+    grads = rec.unpack("swiglu_backward", rec.call("swiglu_backward", c["dy"], cache),
+                       ["dx", "dW_gate", "dW_up", "dW_down"])
+    for name, g in zip(("dx", "dW_gate", "dW_up", "dW_down"), grads):
+        rec.output(name, g)
+
+
+def _ref_swiglu():
+    def swiglu_backward(dy, cache):
+        return F.swiglu_backward(dy, cache)[:4]
+    return SimpleNamespace(swiglu_forward=F.swiglu_forward, swiglu_backward=swiglu_backward)
+
+
+SWIGLU = Exercise(
+    name="swiglu", difficulty="medium", minutes=15,
+    covers="Llama's SwiGLU feed-forward down(silu(gate(x)) * up(x)); dx, dW_gate, dW_up, dW_down",
+    functions=("swiglu_forward", "swiglu_backward"),
+    outputs=(("y", "swiglu_forward"), ("dx", "swiglu_backward"), ("dW_gate", "swiglu_backward"),
+             ("dW_up", "swiglu_backward"), ("dW_down", "swiglu_backward")),
+    library=("swiglu_forward", "swiglu_backward", "silu_backward"),
+    draw=_draw_swiglu, run=_run_swiglu, reference=_ref_swiglu, variant=V.swiglu_impl, n_edge=len(_EDGES),
+    exception_hints=(
+        (r"matmul|not aligned|core dimension|shapes .* mismatch",
+         "Weights have torch.nn.Linear's layout (out, in): g = x @ W_gate.T, u = x @ W_up.T, "
+         "y = h @ W_down.T; flatten the leading axes for the weight gradients."),
+    ),
+    mistakes=(
+        Mistake("swiglu_gate_up_swapped", "gate and up swapped: SiLU applied to x W_up^T instead of x W_gate^T",
+                "In LlamaMLP the gate projection goes through the activation: down(silu(gate(x)) * up(x)). "
+                "Swapping the roles computes a different function of the same weights.",
+                "g = x @ W_gate.T; u = x @ W_up.T; h = silu(g) * u.",
+                ({"branch": "swapped"},)),
+        Mistake("swiglu_silu_on_both", "SiLU applied to the up branch too",
+                "Only the gate is activated; the up branch stays linear (that is what makes it a gated linear "
+                "unit).",
+                "h = silu(x @ W_gate.T) * (x @ W_up.T).",
+                ({"branch": "both"},)),
+        Mistake("swiglu_backward_no_product_rule", "SwiGLU backward: the product h = a * u not differentiated "
+                "with the other factor",
+                "The gradient reaching each factor of a product is dh times the other factor: da = dh * u "
+                "and du = dh * a. Passing dh straight to the gate drops the u factor.",
+                "da = dh * u; du = dh * a.",
+                ({"backward": "no_other_factor"},)),
+        Mistake("swiglu_backward_one_branch", "SwiGLU backward: dx from one branch only",
+                "x feeds both the gate and the up projection, so its gradient is the sum of both: "
+                "dx = dg @ W_gate + du @ W_up.",
+                "dx = dg @ W_gate + du @ W_up.",
+                ({"backward": "one_branch"},)),
+        Mistake("swiglu_backward_silu_slope", "SwiGLU backward: silu'(g) taken as sigmoid(g)",
+                "silu(g) = g * sigmoid(g) is itself a product: silu'(g) = s + g * s * (1 - s).",
+                "dg = da * (s + g * s * (1 - s)).",
+                ({"backward": "silu_sigmoid_only"},)),
+    ),
+)

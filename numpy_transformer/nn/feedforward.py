@@ -1,0 +1,82 @@
+"""The gated feed-forward :class:`SwiGLU` of Llama-style blocks, ``down_proj(silu(gate_proj(x)) *
+up_proj(x))`` (Hugging Face's ``LlamaMLP``; torch has no such class). The functional pair is
+:func:`numpy_transformer.functional.swiglu_forward` / ``swiglu_backward``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import as_generator, check_float_input, check_positive_int
+from ._init import _dtype_of
+from .activations import SiLU
+from .layers import Linear
+from .module import Module
+
+__all__ = ["SwiGLU"]
+
+
+class SwiGLU(Module):
+    """SwiGLU feed-forward: ``y = down_proj(silu(gate_proj(x)) * up_proj(x))``, (..., D) -> (..., D).
+
+    Two projections D -> F, one of them gated by SiLU, their elementwise product, and one projection
+    F -> D. With the same parameter count as a ReLU feed-forward of width F' the usual choice is
+    ``F = 2/3 F'`` (Llama: ``F = 8/3 D``, rounded).
+
+    Parameters
+    ----------
+    d_model : int
+        D, the input and output width.
+    hidden_dim : int
+        F, the width of the gated product.
+    bias : bool
+        Biases on the three projections (Llama has none; the default).
+    dtype : np.float32 or np.float64
+    seed : int or numpy.random.Generator, optional
+        The three ``Linear`` layers draw from one generator in the order gate, up, down; each is
+        initialised as ``torch.nn.Linear`` (U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
+
+    Attributes
+    ----------
+    gate_proj, up_proj : Linear (D -> F)
+        ``state_dict`` keys ``gate_proj.weight`` (F, D), ``up_proj.weight`` (F, D) (and ``.bias`` (F,)).
+    down_proj : Linear (F -> D)
+        ``down_proj.weight`` (D, F) (and ``down_proj.bias`` (D,)).
+    act_fn : SiLU
+        The gate's activation (no parameters), as ``LlamaMLP.act_fn``.
+    """
+
+    def __init__(self, d_model, hidden_dim, bias=False, dtype=np.float32, seed=None):
+        super().__init__()
+        self.d_model = check_positive_int(d_model, "d_model")
+        self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
+        if not isinstance(bias, (bool, np.bool_)):
+            raise TypeError(f"bias must be a bool, got {bias!r}")
+        self.dtype = _dtype_of(dtype)
+        rng = as_generator(seed)
+        self.gate_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)
+        self.up_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)
+        self.down_proj = Linear(hidden_dim, d_model, bias=bool(bias), dtype=self.dtype, seed=rng)
+        self.act_fn = SiLU()                                                     # no parameters
+
+    def forward(self, x):
+        """x (..., D) -> (..., D)."""
+        x = check_float_input(x, "x", self.dtype, last_dim=self.d_model, shape_doc="(..., d_model)")
+        a = self.act_fn(self.gate_proj(x))                                       # (..., F) silu(gate)
+        u = self.up_proj(x)                                                      # (..., F)
+        self._save((a, u))
+        return self.down_proj(a * u)                                             # (..., D)
+
+    def backward(self, dout):
+        """dout (..., D) -> dx (..., D); accumulates the projections' ``weight.grad`` (and ``bias.grad``).
+
+        ``h = a * u`` is a product, so each factor gets the other times ``dh`` (``da = dh * u``,
+        ``du = dh * a``); x feeds both projections, so its gradient is the sum of their two backwards
+        (the derivation: :func:`numpy_transformer.functional.swiglu_backward`)."""
+        a, u = self._take()
+        dh = self.down_proj.backward(dout)                                       # (..., F)
+        dx = self.gate_proj.backward(self.act_fn.backward(dh * u))               # (..., D) through the gate
+        return dx + self.up_proj.backward(dh * a)                                # (..., D) + the up branch
+
+    def extra_repr(self):
+        return f"d_model={self.d_model}, hidden_dim={self.hidden_dim}, bias={self.gate_proj.bias is not None}"
