@@ -71,9 +71,9 @@ def _leaves(obj, path, seen, depth=0):
 
 
 def snapshot(named):
-    """``[(path, array, copy)]`` for every array reachable from the ``(label, object)`` pairs."""
+    """``[(label, path, array, copy)]`` for every array reachable from the ``(label, object)`` pairs."""
     seen = set()
-    return [(path, a, a.copy()) for label, obj in named for path, a in _leaves(obj, label, seen)]
+    return [(label, path, a, a.copy()) for label, obj in named for path, a in _leaves(obj, label, seen)]
 
 
 def _value(x):
@@ -96,18 +96,19 @@ def _describe_change(path, now, before):
     return msg + ")"
 
 
-def inplace_check(snap, restore=True):
+def inplace_check(snap, restore=()):
     """The :class:`HygieneCheck` "in-place" of a :func:`snapshot` taken before the backward.
 
-    With ``restore`` the changed arrays get their old contents back (the finite differences that follow
-    must see the original inputs).
+    The changed arrays under the labels in ``restore`` get their old contents back (the finite
+    differences that follow must see the original inputs and weights); a changed cache is left as the
+    backward made it, so that a second backward sees what it would see.
     """
-    changed = []
-    for path, a, before in snap:
-        if a.shape != before.shape or a.tobytes() != before.tobytes():
-            changed.append(_describe_change(path, a, before))
-            if restore and a.shape == before.shape:
-                a[...] = before
+    moved = [(label, path, a, before) for label, path, a, before in snap
+             if a.shape != before.shape or a.tobytes() != before.tobytes()]
+    changed = [_describe_change(path, a, before) for _, path, a, before in moved]
+    for label, _, a, before in moved:                       # after: one array may be reachable twice
+        if label in restore and a.shape == before.shape:
+            a[...] = before
     if not changed:
         return HygieneCheck("in-place", True, f"the backward left all {len(snap)} arrays it could reach (dout, "
                                               "inputs, parameters, cache) unchanged")

@@ -176,7 +176,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
                              *[(n, p.data) for n, p in all_params], *caches])
         in_grads = module_input_grads(module, module.backward(dout_given), values)
         param_grads = {n: (None if p.grad is None else p.grad.copy()) for n, p in chosen}
-        hygiene = [inplace_check(snap)] if check_inplace else []
+        hygiene = [inplace_check(snap, restore={*names, *(n for n, _ in all_params)})] if check_inplace else []
         if check_repeat:
             hygiene.append(repeat_check(_named(names, in_grads, param_grads),
                                         lambda: _second(module, dout, values, names, chosen, param_grads)))

@@ -160,7 +160,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     dout_given = dout.copy()
     snap = snapshot([("dout", dout_given), *arrays.items(), ("cache", cache)]) if check_inplace else None
     grads = _match_grads(backward_fn(dout_given, cache), names, differentiable, wrt)
-    hygiene = [inplace_check(snap)] if check_inplace else []       # restores what changed, for what follows
+    hygiene = [inplace_check(snap, restore=names)] if check_inplace else []    # the inputs restored for what follows
     if check_repeat:
         first = {n: None if g is None else np.array(g, copy=True) for n, g in grads.items()}
         hygiene.append(repeat_check(first, lambda: _match_grads(backward_fn(dout.copy(), cache), names,
