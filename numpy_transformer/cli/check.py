@@ -26,22 +26,12 @@ import sys
 import numpy as np
 
 from .. import oracle
-from . import nonnegative_int
+from . import nonnegative_float, nonnegative_int
 
 __all__ = ["register", "run", "load_check_file"]
 
 FUNCTION_FORM = ("forward", "backward", "torch_fn", "inputs")
 MODULE_FORM = ("our_module", "torch_module", "inputs")
-
-
-def _nonnegative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
 
 
 def register(subparsers):
@@ -53,7 +43,7 @@ def register(subparsers):
     p.add_argument("--dtype", choices=["float64", "float32"], default=None,
                    help="precision of both sides, function form (default float64)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the upstream gradient")
-    p.add_argument("--rtol", type=_nonnegative_float, default=None,
+    p.add_argument("--rtol", type=nonnegative_float, default=None,
                    help="relative tolerance (default: 1e-10 in float64, 1e-4 in float32)")
     p.set_defaults(func=run)
     return p
