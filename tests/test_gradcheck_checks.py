@@ -240,3 +240,20 @@ def test_a_pure_backward_and_a_consuming_module_pass_both_checks():
     res = gradcheck(tanh_forward, tanh_backward, _tanh_inputs(9), check_inplace=False, check_repeat=False,
                     verbose=False)
     assert res.hygiene == []
+
+
+def test_cli_gradcheck_fast_and_the_in_place_row(capsys, monkeypatch):
+    from numpy_transformer import cli
+    assert cli.main(["gradcheck", "--fast", "--only", "layer_norm", "--only", "Linear"]) == 0
+    out = capsys.readouterr().out
+    assert "fast mode: v^T J u" in out and "ALL PASS" in out
+    real = F.softmax_backward
+
+    def edits_cache(dout, cache):
+        grads = real(dout, cache)
+        cache.y[...] = 0.0                               # uses the saved output as a scratch buffer
+        return grads
+    monkeypatch.setattr(F, "softmax_backward", edits_cache)
+    assert cli.main(["gradcheck", "--only", "softmax (axis=-1)"]) == 1
+    out = capsys.readouterr().out
+    assert "(in-place)" in out and "FAIL: in-place: cache.y" in out
