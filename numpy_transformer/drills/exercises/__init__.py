@@ -70,9 +70,23 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
            "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm"}
 
-__all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
+__all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ATTENTION", "MHA", "ENCODER"]
+
+
+#: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
+TOPICS = {"softmax": "numerics", "layer_norm": "normalisation", "rms_norm": "normalisation",
+          "gelu": "activations", "linear": "backprop basics", "embedding": "backprop basics",
+          "cross_entropy": "losses", "positional_encoding": "positions", "scaled_dot_product_attention": "attention",
+          "multi_head_attention": "attention", "encoder_layer": "architecture", "silu": "activations",
+          "swiglu": "activations", "rope": "positions", "grouped_query_attention": "attention",
+          "relative_position_bias": "positions"}
+
+
+def topic_of(ex):
+    """The interview topic `drill list` shows for ``ex``."""
+    return ex.topic or TOPICS.get(ex.name, "-")
 
 
 def get(name) -> Optional[Exercise]:
