@@ -785,14 +785,15 @@ def test_oracle_is_reported_when_torch_is_installed(tmp_path):
 
 
 def test_grading_works_without_torch(tmp_path):
-    """With torch unimportable the check still grades (NumPy reference only) and says so."""
+    """With torch unimportable, `--torch` still grades (NumPy reference only) and says so."""
     fake = tmp_path / "fake"
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text("raise ImportError('No module named torch', name='torch')\n")
     path = write(tmp_path, solution_source("softmax"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))
+    env["NT_DRILL_DATA"] = DATA_DIR
     proc = subprocess.run([sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "-q",
-                           "--cases", "6"], capture_output=True, text=True, env=env, cwd=ROOT)
+                           "--cases", "6", "--torch"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch is not installed" in proc.stdout
 

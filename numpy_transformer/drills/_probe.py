@@ -29,9 +29,12 @@ FD_MAX_ELEMENTS = 24          # per input: every element of a small one, a seede
 def case_features(case):
     """A case's options as phrases ("when approximate='tanh'", "with a mask", "with repeated ids") for the
     "fails only ..." summary: the scalar inputs, whether each optional input was given, ``Case.options``
-    (True -> "with NAME", False -> "without NAME", else "when NAME=VALUE") and the tags."""
+    (True -> "with NAME", False -> "without NAME", a string -> "with STRING", else "when NAME=VALUE"; an
+    option named like an input replaces that input's phrase) and the tags."""
     feats = set()
     for k, v in case.inputs.items():
+        if k in case.options:
+            continue                        # the exercise names this option itself
         if v is None:
             feats.add(f"without a {k}")
         elif isinstance(v, (bool, np.bool_)):
@@ -47,6 +50,8 @@ def case_features(case):
             feats.add(f"with {k}")
         elif v is False:
             feats.add(f"without {k}")
+        elif isinstance(v, str):
+            feats.add(f"with {v}")          # a label, e.g. {"norm_first": "pre-LN"}
         else:
             feats.add(f"when {k}={v!r}")
     feats.update(f"with {t}" for t in case.tags)

@@ -25,8 +25,9 @@ class Case:
     desc: str
     tags: List[str] = field(default_factory=list)
     factors: Dict[str, float] = field(default_factory=dict)
-    #: the case's options, for "fails only when ..." (e.g. ``{"pre-LN": True}``); the grader adds the
-    #: scalar inputs (``approximate``, ``causal`` ...), whether each optional array was given, and the tags
+    #: the case's options, for "fails only ..." (``{"norm_first": "pre-LN"}`` -> "with pre-LN", ``{"X":
+    #: True}`` -> "with X"); the grader adds the other scalar inputs (``approximate``, ``causal`` ...),
+    #: whether each optional array was given, and the tags
     options: Dict[str, object] = field(default_factory=dict)
 
 

@@ -64,7 +64,8 @@ def _draw_encoder(rng, i):
                  "pre-LN (norm_first)" if cfg["norm_first"] else "post-LN")
     return Case({"x": x, "params": p, "num_heads": h, "mask": mask, "norm_first": cfg["norm_first"],
                  "dout": dout}, desc, tags, {"sqrt(Dh)": math.sqrt(dh)},
-                options={"pre-LN": cfg["norm_first"], "a causal mask": cfg["mask"] == "causal"})
+                options={"norm_first": "pre-LN" if cfg["norm_first"] else "post-LN",
+                         "a causal mask": cfg["mask"] == "causal"})
 
 
 def _run_encoder(rec, c):
