@@ -1,10 +1,10 @@
 """``drill``: interview practice. Write softmax, LayerNorm, attention ... forward and backward by hand.
 
-  drill list                    the exercises: difficulty, target time, interview topic, what it covers
+  drill list                    the exercises: level, target time, topic, what each covers
   drill start NAME [--dir DIR]  a skeleton to fill in (exact signatures, shapes); starts the clock
   drill check FILE              grade it against the verified implementation; diagnose mistakes
   drill solution NAME           print the reference solution and its derivation (spoiler)
-  drill mock --minutes 45       a mock interview: exercises drawn by difficulty, no hints, graded at the end
+  drill mock --minutes 45       a mock interview: drawn by difficulty, no hints, graded at the end
   drill stats                   attempts, passes, time to pass and recurring mistakes per exercise
 
 Exit status of ``check``: 0 all checks pass, 1 some fail, 2 the file cannot be graded.

@@ -307,7 +307,8 @@ def _small_arrays(d, limit=36):
             a = np.asarray(v)
         except Exception:  # noqa: BLE001
             continue
-        if a.dtype == object:
+        if a.dtype.kind not in "biuf":            # a string option, or whatever a wrong function returned
+            out[k] = {"shape": [], "dtype": "text", "values": repr(v)[:80]}
             continue
         out[k] = {"shape": list(a.shape), "dtype": str(a.dtype),
                   "values": a.tolist() if a.size <= limit else None}

@@ -204,6 +204,8 @@ def gradcheck_lines(ev):
 
 
 def _fmt_array(spec):
+    if spec["dtype"] == "text":
+        return spec["values"]
     shape = "(" + ", ".join(str(n) for n in spec["shape"]) + (",)" if len(spec["shape"]) == 1 else ")")
     if spec["values"] is None:
         return f"shape {shape} (too big to print; --dump DIR saves it)"
@@ -222,7 +224,7 @@ def smallest_lines(ev, dump_requested):
     for k, spec in ev["inputs"].items():
         if total <= 40 or not spec["shape"]:
             lines.append(f"  input {k}: " + _fmt_array(spec) if spec["shape"] else
-                         f"  input {k} = {spec['values']!r}")
+                         f"  input {k} = {spec['values'] if spec['dtype'] == 'text' else repr(spec['values'])}")
     if total > 40:
         lines.append("  inputs: " + ", ".join(f"{k} {tuple(s['shape'])}" for k, s in ev["inputs"].items()
                                               if s["shape"]))
