@@ -125,12 +125,14 @@ def grad_targets(ex, inputs, ref_outputs):
     return loss, upstream, targets
 
 
-def grad_check(ex, module, inputs, ref_outputs, user_outputs, run, seed=0):
+def grad_check(ex, module, inputs, ref_outputs, user_outputs, run, seed=0, budget_s=3.0):
     """Compare the candidate's gradients with central differences of the candidate's own forward.
 
     ``run(ns, inputs, forward_only) -> outputs``. Returns ``[{"name", "input", "consistent", "rel",
-    "n"}]`` for each gradient the backward returned (empty when there is nothing to check).
+    "n"}]`` for each gradient the backward returned (empty when there is nothing to check); a slow
+    forward stops the check after ``budget_s`` seconds with what was measured so far.
     """
+    t0 = time.perf_counter()
     loss, upstream, targets = grad_targets(ex, inputs, ref_outputs)
     if upstream is None or not targets:
         return []
@@ -161,6 +163,8 @@ def grad_check(ex, module, inputs, ref_outputs, user_outputs, run, seed=0):
         picks = range(n) if n <= FD_MAX_ELEMENTS else rng.choice(n, FD_MAX_ELEMENTS, replace=False)
         num, ana = [], []
         for flat in picks:
+            if time.perf_counter() - t0 > budget_s:
+                break
             idx = np.unravel_index(int(flat), base.shape)
             vals = []
             for sign in (1.0, -1.0):
