@@ -29,7 +29,10 @@ Adding an exercise ``NAME``
    ``functional``, correct with the default knobs, each knob value reproducing one classic mistake;
 4. ``exercises/NAME.py`` — ``_draw_NAME(rng, i)`` (fixed edge cases first), ``_run_NAME(rec, c)``,
    ``_ref_NAME()`` (on the verified library), and the ``Exercise`` constant with its ``Mistake`` list
-   (copy the closest existing module; import what it needs from ``._types``);
+   (copy the closest existing module; import what it needs from ``._types``). Optional: ``Case.options``
+   for the report's "fails only ..." summary, ``Exercise.topic`` (or a line in :data:`TOPICS`), and
+   ``Exercise.grad_check`` when the gradients are not named ``dX`` / ``grads[K]``; an attention drill
+   whose variant takes the ``mask_mode``/``causal_mode`` knobs reuses ``_attention_mistakes``;
 5. the registry below — one line importing that constant, at the place it should take in
    ``drill list``, and its name in the ``EXERCISES`` tuple;
 6. ``docs/drills.md`` — a row in the exercises table and a table of its mistakes (a test checks that the
