@@ -13,8 +13,8 @@ from collections import Counter, OrderedDict
 
 import numpy as np
 
-#: a known mistake is named when its variant reproduces at least this share of the wrong arrays
-EXPLAINS = 0.6
+#: a known mistake is named when its variant reproduces at least this share (half) of the wrong arrays
+EXPLAINS = 0.5
 
 
 def _short(text, n):
