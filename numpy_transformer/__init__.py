@@ -12,6 +12,7 @@ from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList
 from .nn import Transformer, TransformerDecoder, TransformerDecoderLayer
 from .nn import LearnedPositionalEmbedding, SiLU, SwiGLU
 from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
+from .oracle import check_against_torch, check_against_torch_module
 
 from . import data, optim
 from .loss import CrossEntropyLoss
@@ -36,6 +37,7 @@ __all__ = [
 ]
 __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
+__all__ += ["check_against_torch", "check_against_torch_module"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]

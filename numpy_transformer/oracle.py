@@ -6,6 +6,9 @@ and is imported here, and only here, when a command asks for it (``gradcheck``'s
 :func:`load` raises :class:`OracleUnavailable` (an ImportError) whose message is one line with the
 install command; each caller decides what to do with it (skip a column, grade without the oracle,
 refuse the option). :func:`available` asks without raising.
+
+:func:`check_against_torch` and :func:`check_against_torch_module` (``nt.check_against_torch``...) are
+the user-facing entry points of ``reference_torch.check_user``: your own code against torch's autograd.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import importlib
 import importlib.util
 
 __all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "CPU_INDEX_URL", "available", "install_hint", "load",
-           "torch_missing_error"]
+           "torch_missing_error", "check_against_torch", "check_against_torch_module"]
 
 PACKAGE = "reference_torch"
 TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of setup.cfg's "dev" extra (and scripts/test.sh)
@@ -81,3 +84,40 @@ def available(name=""):
     except OracleUnavailable as exc:
         return False, exc.reason
     return True, None
+
+
+def check_against_torch(forward, backward, torch_fn, inputs, dtype="float64", **kwargs):
+    """Your NumPy ``forward``/``backward`` pair against ``torch_fn`` under torch's autograd.
+
+    Runs ``forward(**inputs) -> out`` or ``(out, cache)`` and ``backward(dout, cache) -> grads`` (a tuple
+    in the order of the floating-point inputs, or a dict ``name -> grad``), and ``torch_fn(**tensors)``
+    on the same inputs (cast to ``dtype``) with the same random upstream gradient ``dout ~ N(0, 1)``
+    (``seed=0``; never all ones). Returns a ``TorchCheckResult``: per tensor (``out`` and each input's
+    gradient) the max abs and normwise relative error and the worst element (index, ours, torch's),
+    ``.ok``, ``str()`` the table, ``.raise_if_failed()``.
+
+    Tolerance (``rtol``, normwise): 1e-10 in float64, where both sides agree to ~1e-15..1e-12 (the
+    same maths rounded in a different order, ``u = 1.1e-16``); 1e-4 in float32 (``u = 6e-8``,
+    amplified by reductions and cancellations to ~1e-7..1e-5). Finite differences cannot check float32
+    code: their round-off ``u / h`` is 6% of the gradient at ``h = 1e-6``; torch's float32 autograd can.
+    Options: ``seed``, ``rtol``, ``atol``, ``verbose``. Full documentation:
+    ``reference_torch.check_user.check_against_torch`` and docs/study-tools.md.
+
+    Raises :class:`OracleUnavailable` (an ImportError, with the install command) without torch.
+    """
+    impl = load("check_user", "nt.check_against_torch").check_against_torch
+    return impl(forward, backward, torch_fn, inputs, dtype, **kwargs)
+
+
+def check_against_torch_module(our_module, torch_module, *inputs, **kwargs):
+    """Your module against a ``torch.nn.Module``: the output, the input gradients and every parameter's.
+
+    Our weights go into ``torch_module`` by ``state_dict`` name (missing or extra keys are refused,
+    naming them); both run on the same inputs and random ``dout`` in our module's dtype. Options:
+    ``forward_kwargs``, ``torch_kwargs``, ``input_names``, ``seed``, ``rtol``, ``atol``, ``eval_mode``,
+    ``verbose``; tolerances as :func:`check_against_torch`. Full documentation:
+    ``reference_torch.check_user.check_against_torch_module``. Raises :class:`OracleUnavailable`
+    without torch.
+    """
+    impl = load("check_user", "nt.check_against_torch_module").check_against_torch_module
+    return impl(our_module, torch_module, *inputs, **kwargs)

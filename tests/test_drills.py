@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -34,11 +35,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = list(drills.EXERCISES)
 
 
+#: `drill check` records every attempt in the stats file: the tests keep it out of the user's data directory
+DATA_DIR = tempfile.mkdtemp(prefix="nt-drill-test-")
+
+
 def check(path, *extra, cases=12):
     """Run ``drill check`` as a user would (a subprocess); return (exit status, output)."""
-    cmd = [sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "--no-torch", "-q",
+    cmd = [sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "-q",
            "--cases", str(cases), *extra]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               NT_DRILL_DATA=DATA_DIR)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -439,6 +445,30 @@ MISTAKES = {
     ("rope", "rope_backward_same_rotation"): [("return _rotate(dy, cos, -sin, first, second)",
                                                "return _rotate(dy, cos, sin, first, second)")],
 
+    ("multi_head_attention", "attn_mask_inverted"): [("blocked = blocked | mask", "blocked = blocked | ~mask")],
+    ("multi_head_attention", "attn_mask_after_softmax"): [
+        ("scores = np.where(blocked, -np.inf, (qh @ np.swapaxes(kh, -1, -2)) * scale)",
+         "scores = (qh @ np.swapaxes(kh, -1, -2)) * scale"),
+        ("ctx = _merge_heads(P @ vh)", "P = np.where(blocked, 0.0, P)\n    ctx = _merge_heads(P @ vh)")],
+    ("multi_head_attention", "attn_masked_rows_not_zero"): [("np.where(blocked, -np.inf, (qh", "np.where(blocked, -1e9, (qh")],
+    ("multi_head_attention", "attn_masked_rows_nan"): [
+        ("e = np.exp(scores - np.where(np.isneginf(m), 0.0, m))", "e = np.exp(scores - m)"),
+        ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
+    ("multi_head_attention", "attn_causal_wrong_direction"): [
+        ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.tril(np.ones((S, S), dtype=bool), k=-1)")],
+    ("multi_head_attention", "attn_causal_blocks_diagonal"): [
+        ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.triu(np.ones((S, S), dtype=bool), k=0)")],
+
+    ("encoder_layer", "attn_mask_inverted"): [
+        ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(~mask, -np.inf, scores)")],
+    ("encoder_layer", "attn_mask_after_softmax"): [
+        ("        scores = np.where(mask, -np.inf, scores)\n", "        pass\n"),
+        ("    ctx = (P @ vh)", "    P = P if mask is None else np.where(mask, 0.0, P)\n    ctx = (P @ vh)")],
+    ("encoder_layer", "attn_masked_rows_not_zero"): [
+        ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(mask, -1e9, scores)")],
+    ("encoder_layer", "attn_masked_rows_nan"): [
+        ("e = np.exp(scores - np.where(np.isneginf(m), 0.0, m))", "e = np.exp(scores - m)"),
+        ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
     ("encoder_layer", "enc_norm_placement"): [("if norm_first:", "if not norm_first:")],
     ("encoder_layer", "enc_residual_grad_dropped"): [
         ("dh = dout + dn2", "dh = dn2"), ("dx = dh + dn1", "dx = dn1"),
@@ -632,12 +662,20 @@ def test_wrong_types_and_shapes(tmp_path):
     assert_reported(rc, out, 1, "wrong shape: shape")
 
 
-def test_in_place_modification_is_noted(tmp_path):
+def test_in_place_modification_of_an_input_fails(tmp_path):
+    """`x -= x.max(...)` changes the caller's array: a FAIL naming the argument, though every value is right."""
     src = ("import numpy as np\ndef softmax_forward(x):\n    x -= x.max(axis=-1, keepdims=True)\n"
            "    e = np.exp(x)\n    y = e / e.sum(axis=-1, keepdims=True)\n    return y, y\n"
            "def softmax_backward(dy, y):\n    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))\n")
     rc, out = check(write(tmp_path, src))
-    assert_reported(rc, out, 0, "note: softmax_forward modified its argument `x` in place")
+    assert_reported(rc, out, 1, "FAIL: softmax_forward modified its input `x` in place",
+                    "12 case(s) modified an input in place", "-> FAIL")
+    # changing its own cache in the backward is the function's business: a note, not a failure
+    src = ("import numpy as np\ndef softmax_forward(x):\n    e = np.exp(x - x.max(axis=-1, keepdims=True))\n"
+           "    y = e / e.sum(axis=-1, keepdims=True)\n    return y, y.copy()\n"
+           "def softmax_backward(dy, y):\n    y *= dy - (dy * y).sum(axis=-1, keepdims=True)\n    return y\n")
+    rc, out = check(write(tmp_path, src))
+    assert_reported(rc, out, 0, "note: softmax_backward modified its argument `y` (its own cache) in place")
 
 
 def test_unreadable_files(tmp_path):
@@ -838,14 +876,15 @@ def test_oracle_is_reported_when_torch_is_installed(tmp_path):
 
 
 def test_grading_works_without_torch(tmp_path):
-    """With torch unimportable the check still grades (NumPy reference only) and says so."""
+    """With torch unimportable, `--torch` still grades (NumPy reference only) and says so."""
     fake = tmp_path / "fake"
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text("raise ImportError('No module named torch', name='torch')\n")
     path = write(tmp_path, solution_source("softmax"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake), ROOT]))
+    env["NT_DRILL_DATA"] = DATA_DIR
     proc = subprocess.run([sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "-q",
-                           "--cases", "6"], capture_output=True, text=True, env=env, cwd=ROOT)
+                           "--cases", "6", "--torch"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch is not installed" in proc.stdout
 

@@ -22,11 +22,11 @@ import time
 from datetime import datetime, timezone
 
 from .._text import WIDTH, fit
-from .exercises import EXERCISES, Exercise, Mistake, get
+from .exercises import EXERCISES, Exercise, Mistake, get, topic_of
 from .grader import check_file, format_duration
 
 __all__ = ["EXERCISES", "Exercise", "Mistake", "get", "check_file", "start", "skeleton_text", "solution_text",
-           "solution_path", "list_text", "format_duration"]
+           "solution_path", "list_text", "format_duration", "strip_hints", "topic_of"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -52,14 +52,25 @@ def header(ex, filename, now):
             f"# Fill in every body below; keep the names and signatures. NumPy only.\n")
 
 
-def skeleton_text(name, filename=None, now=None):
-    """The skeleton file's text for exercise ``name``, with the header (start time ``now``)."""
+def strip_hints(text):
+    """The skeleton without its "Hints:" section (the rest of the module docstring after it)."""
+    start = text.find("\nHints:")
+    end = text.find('"""', start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return text
+    return text[:start + 1] + text[end:]
+
+
+def skeleton_text(name, filename=None, now=None, hints=True):
+    """The skeleton file's text for exercise ``name``, with the header (start time ``now``); ``hints=False``
+    leaves out the docstring's "Hints:" section (``drill start --no-hints``, ``drill mock``)."""
     ex = get(name)
     now = time.time() if now is None else now
-    return header(ex, filename or f"{ex.name}.py", now) + "\n" + _read(skeleton_path(ex.name))
+    body = _read(skeleton_path(ex.name))
+    return header(ex, filename or f"{ex.name}.py", now) + "\n" + (body if hints else strip_hints(body))
 
 
-def start(name, directory=".", force=False, now=None):
+def start(name, directory=".", force=False, now=None, hints=True):
     """Write the skeleton of ``name`` to ``directory/<name>.py``; return its path.
 
     Raises FileExistsError when the file exists and ``force`` is False (it would lose the user's work).
@@ -72,7 +83,7 @@ def start(name, directory=".", force=False, now=None):
     if os.path.exists(path) and not force:
         raise FileExistsError(path)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(skeleton_text(ex.name, path, now))
+        fh.write(skeleton_text(ex.name, path, now, hints))
     return path
 
 
@@ -104,13 +115,15 @@ def list_text():
     lines = ["Interview drills: write it by hand, then `drill check` grades it against the verified implementation.",
              ""]
     w = max(len(n) for n in EXERCISES)
-    lines.append(f"  {'NAME':<{w}}  {'LEVEL':<6}  {'TARGET':>6}  COVERS")
-    hang = " " * (2 + w + 2 + 6 + 2 + 7 + 2)         # continuation lines start under COVERS
+    lines.append(f"  {'NAME':<{w}}  {'LEVEL':<6}  {'TARGET':>7}  TOPIC")
     for ex in EXERCISES.values():
-        lines.append(textwrap.fill(f"  {ex.name:<{w}}  {ex.difficulty:<6}  {ex.minutes:>3} min  {ex.covers}",
-                                   WIDTH, subsequent_indent=hang, break_on_hyphens=False))
+        lines.append(f"  {ex.name:<{w}}  {ex.difficulty:<6}  {ex.minutes:>3} min  {topic_of(ex)}")
+        lines.append(textwrap.fill(ex.covers, WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 6,
+                                   break_on_hyphens=False))
     lines += ["",
-              "  start:    python -m numpy_transformer drill start NAME [--dir DIR]",
-              "  check:    python -m numpy_transformer drill check FILE",
-              "  solution: python -m numpy_transformer drill solution NAME   (spoiler)"]
+              "  start:    python -m numpy_transformer drill start NAME [--dir DIR] [--no-hints]",
+              "  check:    python -m numpy_transformer drill check FILE [--dump DIR] [--torch]",
+              "  solution: python -m numpy_transformer drill solution NAME   (spoiler)",
+              "  mock:     python -m numpy_transformer drill mock --minutes 45   (no hints, graded at the end)",
+              "  stats:    python -m numpy_transformer drill stats"]
     return fit("\n".join(lines))

@@ -89,13 +89,19 @@ class Recorder:
         The user's file, to point at the failing line in tracebacks.
     """
 
-    def __init__(self, ns, time_limit=None, user_path=None):
+    def __init__(self, ns, time_limit=None, user_path=None, protected=None):
         self.ns = ns
         self.time_limit = time_limit
         self.user_path = user_path
         self.outputs = {}
         self.failure = None
         self.notes = []
+        self.mutations = []             # the grader's inputs a function changed in place: a FAIL
+        self._protected = set()
+        for v in (protected or {}).values():
+            self._protected.add(id(v))
+            if isinstance(v, dict):
+                self._protected.update(id(w) for w in v.values())
 
     # -- failures ----------------------------------------------------------------------------
     def fail(self, function, kind, message, where=None):
@@ -144,14 +150,18 @@ class Recorder:
             names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
             names = []
-        for i, (before, after) in enumerate(zip(args, cargs)):
-            if _changed(before, after):
-                arg = names[i] if i < len(names) else f"argument {i + 1}"
-                self.notes.append(f"{fname} modified its argument `{arg}` in place; a caller's array would "
-                                  "change under it (work on a copy, e.g. `x = x - m`, not `x -= m`)")
-        for k, before in kwargs.items():
-            if _changed(before, ckw[k]):
-                self.notes.append(f"{fname} modified its argument `{k}` in place")
+        changed = [(names[i] if i < len(names) else f"argument {i + 1}", before)
+                   for i, (before, after) in enumerate(zip(args, cargs)) if _changed(before, after)]
+        changed += [(k, before) for k, before in kwargs.items() if _changed(before, ckw[k])]
+        for arg, before in changed:
+            if id(before) in self._protected:
+                # an input the grader passed: a caller's array would change under it
+                self.mutations.append(
+                    f"{fname} modified its input `{arg}` in place (a caller's array changes under it: "
+                    "work on a copy, e.g. `x = x - m`, not `x -= m`)")
+            else:
+                # the function's own cache (made by the forward): harmless, but worth knowing
+                self.notes.append(f"{fname} modified its argument `{arg}` (its own cache) in place")
 
     # -- checking returns ----------------------------------------------------------------------
     def pair(self, fname, result, what="(out, cache)"):

@@ -28,6 +28,7 @@ import numpy as np
 from ..oracle import OracleUnavailable, load as load_oracle
 from . import diagnose
 from ._harness import CallTimeout, Recorder, Stop, _on_alarm, user_frame
+from ._probe import case_features, dump_case, grad_check, smallest_failing
 from .exercises import EXERCISES, MISSING, draw_case
 
 
@@ -105,7 +106,7 @@ def load_user_module(path, time_limit):
 
 def _load_oracle(mode):
     if mode == "off":
-        return None, "disabled (--no-torch)"
+        return None, "not used (the verified NumPy reference is the oracle; --torch re-checks it with PyTorch)"
     try:
         oracle = load_oracle("drill_oracle")
         version = oracle.torch_version()
@@ -119,7 +120,7 @@ def _load_oracle(mode):
 
 
 def _run(ex, ns, inputs, time_limit=None, user_path=None, disabled=None):
-    rec = Recorder(ns, time_limit=time_limit, user_path=user_path)
+    rec = Recorder(ns, time_limit=time_limit, user_path=user_path, protected=inputs)
     if disabled:
         real_call = rec.call
 
@@ -257,7 +258,61 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         except Exception as exc:  # noqa: BLE001
             oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
     return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
-            "oracle": oracle_res, "contradicted": contradicted}
+            "oracle": oracle_res, "contradicted": contradicted, "mutations": rec.mutations}
+
+
+def _probe_failures(ex, module, path, args, failing, disabled, ev):
+    """The smallest failing case (shrunk by search), its arrays, and the gradient check on it."""
+    def fails(case):
+        rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
+        ref = _reference_outputs(ex, case.inputs)
+        return bool(rec.mutations) or rec.failure is not None or any(
+            n not in rec.outputs or not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"] for n, _ in ex.outputs)
+
+    index, case = smallest_failing(ex, failing, fails, lambda i: draw_case(ex, args.seed, i), args.cases)
+    ref = _reference_outputs(ex, case.inputs)
+    rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
+    wrong = {n: rec.outputs[n] for n, _ in ex.outputs if n in rec.outputs
+             and not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"]}
+    event = {"index": index, "extra": index >= args.cases, "desc": case.desc, "features": case_features(case),
+             "inputs": _small_arrays(case.inputs), "expected": _small_arrays({n: ref[n] for n in wrong}),
+             "got": _small_arrays(wrong), "wrong": list(wrong),
+             "mutations": rec.mutations, "failure": rec.failure and rec.failure["message"]}
+    if args.dump:
+        event["dump"] = dump_case(args.dump, ex.name, index, case.inputs, ref, rec.outputs)
+    ev.emit(event="smallest", **event)
+    backward_fns = {fn for _, fn in ex.outputs[1:] if fn != ex.outputs[0][1]}
+
+    def run(ns, inputs, forward_only):
+        skip = {fn: "forward only" for fn in backward_fns} if forward_only else None
+        return _run(ex, ns, inputs, args.call_timeout, path, skip).outputs
+
+    fwd = ex.outputs[0][0]
+    if rec.failure is None and fwd in rec.outputs:
+        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run, args.seed)
+        if checks:
+            ev.emit(event="gradcheck", index=index, desc=case.desc, forward_ok=fwd not in wrong, checks=checks,
+                    wrong=list(wrong))
+
+
+def _small_arrays(d, limit=36):
+    """Arrays of at most ``limit`` elements as lists (for the report); bigger ones as their shape."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            for kk, vv in _small_arrays(v, limit).items():
+                out[f"{k}[{kk}]"] = vv
+            continue
+        try:
+            a = np.asarray(v)
+        except Exception:  # noqa: BLE001
+            continue
+        if a.dtype.kind not in "biuf":            # a string option, or whatever a wrong function returned
+            out[k] = {"shape": [], "dtype": "text", "values": repr(v)[:80]}
+            continue
+        out[k] = {"shape": list(a.shape), "dtype": str(a.dtype),
+                  "values": a.tolist() if a.size <= limit else None}
+    return out
 
 
 def main(argv=None):
@@ -268,7 +323,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cases", type=int, default=40)
     p.add_argument("--call-timeout", type=float, default=10.0)
-    p.add_argument("--torch", choices=["auto", "off"], default="auto")
+    p.add_argument("--torch", choices=["auto", "off"], default="off")
+    p.add_argument("--dump", default=None)
     p.add_argument("--tol", type=float, default=diagnose.TOL)
     args = p.parse_args(argv)
     ev = _Events(args.events)
@@ -300,6 +356,7 @@ def _grade_all(args, ev):
         ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
         disabled = {}
         pair_budget = {"seconds": 8.0}
+        failing = []
         for i in range(args.cases):
             ev.emit(event="start", index=i)
             try:
@@ -309,7 +366,16 @@ def _grade_all(args, ev):
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
                 ev.emit(event="internal_error", index=i, message=f"{type(exc).__name__}: {exc}")
                 return 3
-            ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge, **res)
+            if res["mutations"] or any(not r["ok"] for r in res["results"].values()):
+                failing.append((i, case))
+            ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge,
+                    features=case_features(case), **res)
+        if failing:
+            try:
+                _probe_failures(ex, module, path, args, failing, disabled, ev)
+            except Exception as exc:  # noqa: BLE001 - the extra analysis must never hide the grade
+                ev.emit(event="internal_error", index=-1, message=f"probe: {type(exc).__name__}: {exc}")
+                return 3
         ev.emit(event="done")
     return 0
 

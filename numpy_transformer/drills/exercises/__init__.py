@@ -29,7 +29,10 @@ Adding an exercise ``NAME``
    ``functional``, correct with the default knobs, each knob value reproducing one classic mistake;
 4. ``exercises/NAME.py`` — ``_draw_NAME(rng, i)`` (fixed edge cases first), ``_run_NAME(rec, c)``,
    ``_ref_NAME()`` (on the verified library), and the ``Exercise`` constant with its ``Mistake`` list
-   (copy the closest existing module; import what it needs from ``._types``);
+   (copy the closest existing module; import what it needs from ``._types``). Optional: ``Case.options``
+   for the report's "fails only ..." summary, ``Exercise.topic`` (or a line in :data:`TOPICS`), and
+   ``Exercise.grad_check`` when the gradients are not named ``dX`` / ``grads[K]``; an attention drill
+   whose variant takes the ``mask_mode``/``causal_mode`` knobs reuses ``_attention_mistakes``;
 5. the registry below — one line importing that constant, at the place it should take in
    ``drill list``, and its name in the ``EXERCISES`` tuple;
 6. ``docs/drills.md`` — a row in the exercises table and a table of its mistakes (a test checks that the
@@ -77,9 +80,23 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
            "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu"}
 
-__all__ = ["Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
+__all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU"]
+
+
+#: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
+TOPICS = {"softmax": "numerics", "layer_norm": "normalisation", "rms_norm": "normalisation",
+          "gelu": "activations", "linear": "backprop basics", "embedding": "backprop basics",
+          "cross_entropy": "losses", "positional_encoding": "positions", "scaled_dot_product_attention": "attention",
+          "multi_head_attention": "attention", "encoder_layer": "architecture", "silu": "activations",
+          "swiglu": "activations", "rope": "positions", "grouped_query_attention": "attention",
+          "relative_position_bias": "positions"}
+
+
+def topic_of(ex):
+    """The interview topic `drill list` shows for ``ex``."""
+    return ex.topic or TOPICS.get(ex.name, "-")
 
 
 def get(name) -> Optional[Exercise]:

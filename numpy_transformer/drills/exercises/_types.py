@@ -4,7 +4,7 @@ exercise module shares. Re-exported by :mod:`numpy_transformer.drills.exercises`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -25,6 +25,10 @@ class Case:
     desc: str
     tags: List[str] = field(default_factory=list)
     factors: Dict[str, float] = field(default_factory=dict)
+    #: the case's options, for "fails only ..." (``{"norm_first": "pre-LN"}`` -> "with pre-LN", ``{"X":
+    #: True}`` -> "with X"); the grader adds the other scalar inputs (``approximate``, ``causal`` ...),
+    #: whether each optional array was given, and the tags
+    options: Dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,13 @@ class Exercise:
     exception_hints: Tuple[Tuple[str, str], ...] = ()
     n_edge: int = 0
     reference_name: str = "numpy_transformer.functional (verified)"
+    #: the interview topic `drill list` shows (empty: :data:`~numpy_transformer.drills.exercises.TOPICS`)
+    topic: str = ""
+    #: for the gradient check of the candidate's own forward: ``{"loss": forward output, "upstream":
+    #: input holding its upstream gradient, "grads": {gradient output: input path}}`` (a path is
+    #: ``"x"`` or ``"params.W1"``); None: inferred from the names (``dx`` <- ``x``, ``grads[K]`` <-
+    #: ``params.K``, the upstream is the ``d*`` input shaped like the first output)
+    grad_check: Optional[dict] = None
 
     def mistake(self, mistake_id):
         for m in self.mistakes:

@@ -55,7 +55,7 @@ CROSS_ENTROPY = Exercise(
         Mistake("ce_unstable_exp", "exp of the raw logits overflows (no max subtraction)",
                 "exp(1000) = inf: the loss and gradient become NaN for large logits.",
                 "z = logits - logits.max(axis=-1, keepdims=True); logp = z - log(sum(exp(z))).",
-                ({"logp": "naive"},)),
+                ({"logp": "naive"}, {"logp": "naive_exp"})),
         Mistake("ce_log_of_softmax", "log(softmax) instead of log-softmax: log(0) = -inf",
                 "With large logits a probability underflows to 0 and log(0) = -inf, so the loss is inf. "
                 "log-softmax computed as z - logsumexp(z) never underflows.",

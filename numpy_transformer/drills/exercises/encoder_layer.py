@@ -10,6 +10,7 @@ import numpy as np
 
 from ... import functional as F
 from .. import variants as V
+from ._attention_mistakes import ATTENTION_MASK_MISTAKES
 from ._types import MISSING, Case, Exercise, Mistake, _desc, _shape
 
 
@@ -21,6 +22,7 @@ _ENC_EDGES = [
     dict(B=2, S=3, H=2, Dh=2, F=4, mask="causal", norm_first=False),
     dict(B=2, S=4, H=1, Dh=3, F=5, mask="causal", norm_first=True),
     dict(B=1, S=4, H=2, Dh=2, F=6, mask="random", norm_first=False),
+    dict(B=2, S=3, H=1, Dh=3, F=4, mask="full_row", norm_first=True),
 ]
 
 
@@ -49,14 +51,21 @@ def _draw_encoder(rng, i):
     mask = None
     if cfg["mask"] == "causal":
         mask = F.causal_mask(s)
-    elif cfg["mask"] == "random":
+    elif cfg["mask"] in ("random", "full_row"):
         mask = rng.random((s, s)) < 0.25
+        if cfg["mask"] == "full_row":
+            mask[min(1, s - 1)] = True      # a query that may attend no key: its attention output is zeros
     dout = rng.standard_normal((b, s, d))
+    tags = ["a fully-masked row (its attention output is zeros)"] if mask is not None and np.any(
+        np.all(mask, axis=-1)) else []
     desc = _desc(f"x {_shape(x)}", f"H={h} (Dh={dh})", f"F={f}",
-                 {None: "no mask", "causal": "causal mask", "random": "random mask"}[cfg["mask"]],
+                 {None: "no mask", "causal": "causal mask", "random": "random mask",
+                  "full_row": "mask with a fully-masked row"}[cfg["mask"]],
                  "pre-LN (norm_first)" if cfg["norm_first"] else "post-LN")
     return Case({"x": x, "params": p, "num_heads": h, "mask": mask, "norm_first": cfg["norm_first"],
-                 "dout": dout}, desc, [], {"sqrt(Dh)": math.sqrt(dh)})
+                 "dout": dout}, desc, tags, {"sqrt(Dh)": math.sqrt(dh)},
+                options={"norm_first": "pre-LN" if cfg["norm_first"] else "post-LN",
+                         "a causal mask": cfg["mask"] == "causal"})
 
 
 def _run_encoder(rec, c):
@@ -144,5 +153,6 @@ ENCODER = Exercise(
                 "The attention scores are q k^T / sqrt(Dh) with Dh = D/H.",
                 "scores = qh @ kh^T / np.sqrt(Dh).",
                 ({"scale": "none"},)),
+        *ATTENTION_MASK_MISTAKES,
     ),
 )

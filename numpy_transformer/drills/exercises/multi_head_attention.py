@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import functional as F
 from .. import variants as V
+from ._attention_mistakes import ATTENTION_MASK_MISTAKES, CAUSAL_MISTAKES
 from ._types import Case, Exercise, Mistake, _desc, _shape
 
 
@@ -19,6 +20,7 @@ _MHA_EDGES = [
     dict(B=1, S=5, H=4, Dh=2, mask=False, causal=True),
     dict(B=2, S=3, H=3, Dh=2, mask=True, causal=False),
     dict(B=1, S=1, H=2, Dh=2, mask=False, causal=True),
+    dict(B=2, S=4, H=2, Dh=2, mask="full_row", causal=True),
 ]
 
 
@@ -33,11 +35,16 @@ def _draw_mha(rng, i):
     x = rng.standard_normal((b, s, d))
     Wq, Wk, Wv, Wo = (rng.standard_normal((d, d)) / math.sqrt(d) for _ in range(4))
     mask = (rng.random((s, s)) < 0.25) if cfg["mask"] else None
+    if cfg["mask"] == "full_row":
+        mask[min(1, s - 1)] = True          # a query that may attend no key: its row must be zeros
+    blocked = np.zeros((s, s), dtype=bool) if mask is None else mask
+    blocked = blocked | F.causal_mask(s) if cfg["causal"] else blocked
+    tags = ["a fully-masked row (expect zeros there)"] if np.any(np.all(blocked, axis=-1)) else []
     dout = rng.standard_normal((b, s, d))
     desc = _desc(f"x {_shape(x)}", f"H={h} (Dh={dh})", f"mask {_shape(mask)}" if mask is not None else "no mask",
                  "causal" if cfg["causal"] else "")
     return Case({"x": x, "Wq": Wq, "Wk": Wk, "Wv": Wv, "Wo": Wo, "num_heads": h, "mask": mask,
-                 "causal": cfg["causal"], "dout": dout}, desc, [],
+                 "causal": cfg["causal"], "dout": dout}, desc, tags,
                 {"sqrt(Dh)": math.sqrt(dh), "Dh": dh, "sqrt(D)": math.sqrt(d), "D": d, "H": h})
 
 
@@ -127,5 +134,6 @@ MHA = Exercise(
                 "dscores = P * dP forgets the softmax Jacobian's -P P^T part.",
                 "dscores = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)).",
                 ({"backward": "no_rowsum"},)),
+        *ATTENTION_MASK_MISTAKES, *CAUSAL_MISTAKES,
     ),
 )

@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import functional as F
 from .. import variants as V
+from ._attention_mistakes import ATTENTION_MASK_MISTAKES, CAUSAL_MISTAKES
 from ._types import Case, Exercise, Mistake, _desc, _shape
 
 
@@ -110,33 +111,7 @@ ATTENTION = Exercise(
                 "Each query's weights over the keys sum to 1: softmax along the last axis (T).",
                 "Normalise along axis=-1 of the (..., S, T) scores.",
                 ({"axis": -2},)),
-        Mistake("attn_mask_after_softmax", "mask applied after the softmax",
-                "Zeroing probabilities after the softmax leaves rows that no longer sum to 1; masked scores "
-                "must be -inf *before* the softmax.",
-                "scores = np.where(mask, -np.inf, scores) before the softmax.",
-                ({"mask_mode": "after"},)),
-        Mistake("attn_mask_inverted", "mask convention inverted (True read as 'may attend')",
-                "In this drill (as torch.nn.MultiheadAttention) True means 'may NOT attend'; "
-                "torch.nn.functional.scaled_dot_product_attention reads a bool mask the other way round.",
-                "scores = np.where(mask, -np.inf, scores).",
-                ({"mask_mode": "inverted"},)),
-        Mistake("attn_masked_rows_not_zero", "fully-masked rows are not zero (a large negative fill such as -1e9)",
-                "With -1e9 a row whose keys are all masked becomes a uniform average of the values; the "
-                "convention here is that such a row outputs zeros and gets zero gradient.",
-                "Fill with -np.inf and make the softmax return 0 for an all -inf row (max -> 0, sum -> 1).",
-                ({"mask_mode": "large_negative"},)),
-        Mistake("attn_masked_rows_nan", "fully-masked rows give NaN (-inf - -inf in the softmax)",
-                "When every key of a row is masked, the row max is -inf and exp(-inf - -inf) is NaN.",
-                "m = np.where(np.isneginf(m), 0, m) before exp; divide by a sum of 1 where it is 0.",
-                ({"mask_mode": "unguarded"},)),
-        Mistake("attn_causal_wrong_direction", "causal mask blocks the past instead of the future",
-                "Position i may attend keys j <= i: block j > i, i.e. np.triu(..., k=1).",
-                "causal_block = np.triu(np.ones((S, T), dtype=bool), k=1).",
-                ({"causal_mode": "tril"},)),
-        Mistake("attn_causal_blocks_diagonal", "causal mask also blocks the diagonal (a position cannot see itself)",
-                "np.triu(..., k=0) includes the diagonal; position i must see key i.",
-                "causal_block = np.triu(np.ones((S, T), dtype=bool), k=1).",
-                ({"causal_mode": "diag"},)),
+        *ATTENTION_MASK_MISTAKES, *CAUSAL_MISTAKES,
         Mistake("attn_backward_no_rowsum", "softmax backward missing the row-sum term",
                 "dscores = P * dP forgets the softmax Jacobian's -P P^T part.",
                 "dscores = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)).",
