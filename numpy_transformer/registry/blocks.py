@@ -73,7 +73,9 @@ def make_block_inputs(cfg, rng):
 
 
 def block_call_args(cfg, x, other):
-    return [x["x"]], dict(attn_bias=x.get("attn_bias"), is_causal=cfg["is_causal"], attn_mask=other["attn_mask"])
+    """``attn_bias`` is positional when drawn: a differentiable input (``backward`` returns its gradient)."""
+    args = [x["x"]] + ([x["attn_bias"]] if "attn_bias" in x else [])
+    return args, dict(is_causal=cfg["is_causal"], attn_mask=other["attn_mask"])
 
 
 def block_input_grads(g, x):

@@ -146,9 +146,9 @@ def _draw_swiglu(c, cfg, min_width, min_len, bias=None):
 
 
 def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, ffn=None, norm=None,
-              num_kv_heads="draw"):
+              num_kv_heads="draw", s=None):
     h = c.integers(1, 4)
-    b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6)
+    b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6) if s is None else s
     positions = _pick(c, ("learned", "sinusoidal", "rope", "alibi", "relative", "none"), positions)
     dh = c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4)
     dh += dh % 2 if positions == "rope" else 0                  # rotary pairs need an even head width
@@ -307,9 +307,10 @@ MODULES = {case.name: case for case in [
                                                        "ffn": "relu", "norm": "layernorm", "num_kv_heads": None}),
                          ("Llama-style: rope, RMSNorm, SwiGLU, MQA", {"positions": "rope", "norm": "rmsnorm",
                                                                       "ffn": "swiglu", "num_kv_heads": 1,
-                                                                      "tie_word_embeddings": False}),
+                                                                      "tie_word_embeddings": False, "s": 4}),
                          ("relative bias, tied", {"positions": "relative", "norm": "layernorm", "ffn": "gelu",
-                                                  "num_kv_heads": None, "tie_word_embeddings": True})), twin=True),
+                                                  "num_kv_heads": None, "tie_word_embeddings": True, "s": 5})),
+               twin=True),
     # (s, t) in, (H, S, T) out: the gradient of relative_attention_bias.weight (buckets shared by many pairs)
     ModuleCase("RelativePositionBias", _draw_relative_position_bias,
                lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"], cfg["bidirectional"],
