@@ -19,6 +19,7 @@ from .loss import CrossEntropyLoss
 from .model import TransformerModel
 from .gpt import GPT, GPTConfig
 from .nn import KVCache
+from .nn import FeedForward, GroupedQueryAttention, TransformerBlock
 from .nn import RotaryEmbedding
 from .nn import RelativePositionBias
 from . import generation
@@ -40,6 +41,7 @@ __all__ += ["check_against_torch", "check_against_torch_module"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
 __all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
+__all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
 __all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

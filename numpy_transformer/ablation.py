@@ -51,6 +51,19 @@ VARIANTS = {v.name: v for v in (
     _v("pre-ln", "LayerNorm before each sub-layer (pre-LN) instead of after it", norm_first=True),
     _v("no-dropout", "dropout 0", dropout=0.0),
     _v("one-head", "a single attention head", nhead=1),
+    _v("silu", "SiLU (Swish) in the feed-forward, the seed design's suggestion", activation="silu"),
+    _v("relative-bias", "T5's learned relative position bias on the scores instead of a position table",
+       pos_encoding="relative"),
+    _v("alibi", "ALiBi's fixed linear distance bias on the scores instead of a position table", pos_encoding="alibi"),
+    _v("no-pos", "no positional information at all", pos_encoding="none"),
+    # gpt's options (--model gpt)
+    _v("rope", "rotary embeddings of q and k instead of a position table", pos_encoding="rope"),
+    _v("mqa", "multi-query attention: one key/value head shared by every head", num_kv_heads=1),
+    _v("gqa", "grouped-query attention: two key/value heads", num_kv_heads=2),
+    _v("rmsnorm", "RMSNorm instead of LayerNorm", norm="rmsnorm"),
+    _v("swiglu", "a SwiGLU feed-forward", activation="swiglu"),
+    _v("llama", "Llama's block: RMSNorm, rotary, SwiGLU, two key/value heads", norm="rmsnorm", pos_encoding="rope",
+       activation="swiglu", num_kv_heads=2),
 )}
 
 

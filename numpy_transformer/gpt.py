@@ -1,4 +1,4 @@
-"""A decoder-only language model, GPT-style: :class:`GPTConfig` and :class:`GPT`.
+"""A decoder-only language model, GPT-style: :class:`GPT` (its configuration: :mod:`.gpt_config`).
 
 ``GPT`` maps token ids (B, S) to next-token logits (B, S, V)::
 
@@ -7,9 +7,13 @@
     x = h[i](x, is_causal=True)                # n_layer pre-LN blocks: x + sa(ln1(x)), then x + ff(ln2(x))
     logits = lm_head(ln_f(x))                  # (B, S, V); lm_head.weight is wte.weight when tied
 
-Each block is an :class:`~numpy_transformer.nn.TransformerEncoderLayer` with ``norm_first=True`` and the
-causal mask: exactly pre-LN causal self-attention, so the blocks' forward and backward are the
-encoder's, already proven against ``torch.nn``. The names follow nanoGPT (``wte``, ``wpe``, ``h``,
+By default each block is an :class:`~numpy_transformer.nn.TransformerEncoderLayer` with
+``norm_first=True`` and the causal mask: exactly pre-LN causal self-attention, so the blocks' forward
+and backward are the encoder's, already proven against ``torch.nn``. The modern options (rotary, ALiBi
+or relative positions, RMSNorm, SwiGLU, grouped-query attention; ``GPTConfig.modern``) build
+:class:`~numpy_transformer.nn.TransformerBlock` s instead, keys ``h.{i}.norm1``,
+``h.{i}.self_attn.{q,k,v,o}_proj``, ``h.{i}.mlp.*``, ``h.{i}.norm2`` (and ``relative_position_bias.*``,
+one table for every block). The names follow nanoGPT (``wte``, ``wpe``, ``h``,
 ``ln_f``, ``lm_head``; ``block_size``, ``n_layer``, ``n_head``, ``n_embd``) and Hugging Face's GPT-2
 (``n_inner``, ``tie_word_embeddings``, ``initializer_range``, ``past_key_values``, ``use_cache``).
 
@@ -31,110 +35,18 @@ the new positions through each block, attending them to the keys and values cach
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
 from . import functional as F
-from ._checks import as_float_dtype, as_generator, check_attention_mask, check_grad, check_ids, check_number, \
-    check_positive_int, check_probability
-from .nn import Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, TransformerEncoderLayer
+from ._checks import as_generator, check_attention_mask, check_grad, check_ids
+from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
+from .nn import (Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, RelativePositionBias, RMSNorm,
+                 TransformerBlock, TransformerEncoderLayer)
 from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
 
-__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_ACTIVATIONS", "position_ids"]
-
-POSITIONS = ("learned", "sinusoidal")
-GPT_ACTIVATIONS = ("gelu", "relu", "silu")
-
-
-@dataclass
-class GPTConfig:
-    """The GPT model's configuration (a plain dataclass: ``dataclasses.asdict`` saves it, ``GPTConfig(**d)``
-    restores it).
-
-    Parameters
-    ----------
-    vocab_size : int
-        V.
-    block_size : int
-        The longest sequence (nanoGPT's name; GPT-2's ``n_positions``): the positions table's size,
-        and the most tokens a prompt plus its generated continuation may hold.
-    n_layer, n_head, n_embd : int
-        Blocks, heads and width D (D divisible by the heads).
-    n_inner : int, optional
-        The feed-forward width F (default ``4 * n_embd``, as GPT-2).
-    dropout : float
-        On the embedding sum, the attention probabilities, both residual branches and inside the
-        feed-forward block (the encoder layer's four dropouts).
-    bias : bool
-        Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
-        the head never has one.
-    activation : {"gelu", "relu", "silu"}
-        The feed-forward activation (exact GELU, as ``torch.nn.functional.gelu``; SiLU as
-        ``torch.nn.functional.silu``).
-    layer_norm_eps : float
-    positions : {"learned", "sinusoidal"}
-        A trained table ``wpe.weight`` (GPT-2) or the fixed sine/cosine table.
-    tie_word_embeddings : bool
-        The head's weight is the token embedding's (one parameter used twice; its gradient is the sum
-        of both uses).
-    initializer_range : float
-        The token (and learned position) embeddings are drawn from N(0, initializer_range**2), as
-        GPT-2; the blocks keep torch's initialisation, an untied head torch's ``Linear`` one.
-    dtype : {"float32", "float64"}
-
-    Options the next issue adds (RoPE, RMSNorm, SwiGLU, grouped-query attention) become values of
-    ``positions`` ("rope"), a ``norm`` field ("layer_norm" | "rms_norm"), ``activation`` ("swiglu") and
-    an ``n_kv_head`` field; each is validated in :meth:`validate` and read in :class:`GPT` only.
-    """
-
-    vocab_size: int
-    block_size: int = 128
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 64
-    n_inner: Optional[int] = None
-    dropout: float = 0.0
-    bias: bool = True
-    activation: str = "gelu"
-    layer_norm_eps: float = 1e-5
-    positions: str = "learned"
-    tie_word_embeddings: bool = True
-    initializer_range: float = 0.02
-    dtype: str = "float32"
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self):
-        """Check every field (ValueError/TypeError naming it); normalise ``dtype`` to its name."""
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            check_positive_int(getattr(self, name), name)
-        if self.n_inner is not None:
-            check_positive_int(self.n_inner, "n_inner")
-        if self.n_embd % self.n_head:
-            raise ValueError(f"n_embd must be divisible by n_head, got n_embd={self.n_embd} and n_head={self.n_head}")
-        check_probability(self.dropout)
-        check_number(self.layer_norm_eps, "layer_norm_eps", low=0, low_open=True)
-        check_number(self.initializer_range, "initializer_range", low=0)
-        if self.activation not in GPT_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {GPT_ACTIVATIONS}, got {self.activation!r}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
-        for name in ("bias", "tie_word_embeddings"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        self.dtype = as_float_dtype(self.dtype).name
-
-    @property
-    def ffn_dim(self):
-        """F: ``n_inner``, or ``4 * n_embd``."""
-        return 4 * self.n_embd if self.n_inner is None else self.n_inner
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
+__all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config", "position_ids"]
 
 
 class GPT(ModelBase):
@@ -173,14 +85,28 @@ class GPT(ModelBase):
         if c.positions == "learned":
             self.wpe = Embedding(c.block_size, d, dtype=dt, seed=rng)
             self.wpe.weight.data[...] = rng.normal(0.0, c.initializer_range, self.wpe.weight.shape)
-        else:
+        elif c.positions == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size, dtype=dt)
+        elif c.positions == "relative":           # one table for every block (T5 shares it across layers)
+            self.relative_position_bias = RelativePositionBias(
+                c.n_head, num_buckets=c.relative_attention_num_buckets,
+                max_distance=c.relative_attention_max_distance, bidirectional=False, dtype=dt, seed=rng)
         self.drop = Dropout(c.dropout, seed=rng.spawn(1)[0])
-        self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout, c.activation,
-                                                    layer_norm_eps=c.layer_norm_eps, batch_first=True,
-                                                    norm_first=True, bias=c.bias, dtype=dt, seed=rng)
-                            for _ in range(c.n_layer))
-        self.ln_f = LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
+        if c.modern:
+            self.h = ModuleList(TransformerBlock(d, c.n_head, c.ffn_dim, num_kv_heads=c.num_kv_heads, dropout=c.dropout,
+                                                 ffn=c.ffn, norm=c.norm, norm_first=True, bias=c.bias,
+                                                 layer_norm_eps=c.layer_norm_eps, rope=c.positions == "rope",
+                                                 rope_base=c.rope_base, dtype=dt, seed=rng)
+                                for _ in range(c.n_layer))
+        else:
+            self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout, c.ffn,
+                                                        layer_norm_eps=c.layer_norm_eps, batch_first=True,
+                                                        norm_first=True, bias=c.bias, dtype=dt, seed=rng)
+                                for _ in range(c.n_layer))
+        if c.norm == "rmsnorm":
+            self.ln_f = RMSNorm(d, eps=c.layer_norm_eps, dtype=dt)
+        else:
+            self.ln_f = LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
         self.lm_head = Linear(d, c.vocab_size, bias=False, dtype=dt, seed=rng)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
@@ -266,26 +192,24 @@ class GPT(ModelBase):
         mask = self._padding(attention_mask, past_key_values, b, past, s)      # (B, P+S) True = real, or None
         ids = self._check_ids(ids, past, None if mask is None else mask.sum(axis=1))
         x = self.wte(ids)                                                        # (B, S, D)
-        if mask is not None:            # each row counts from its first real token (padding: position 0)
-            pos = position_ids(mask)[:, past:]                                   # (B, S)
-            if self.config.positions == "learned":
-                x = x + self.wpe(pos)                                            # (B, S, D)
-            else:
-                x = x + self.pos_encoding.pe[pos]                                # (B, S, D): a fixed table
-        elif self.config.positions == "learned":
-            x = x + self.wpe(np.arange(past, past + s))                          # (B, S, D) + (S, D)
-        elif past:
-            x = x + self.pos_encoding.pe[past:past + s]                          # (B, S, D) + (S, D)
-        else:
+        kind = self.config.positions
+        # each row counts from its first real token (padding: position 0); unpadded: past .. past+S-1
+        pos = None if mask is None else position_ids(mask)[:, past:]             # (B, S)
+        if kind == "learned":
+            x = x + self.wpe(np.arange(past, past + s) if pos is None else pos)  # + (S, D) or (B, S, D)
+        elif kind == "sinusoidal" and (past or pos is not None):
+            x = x + self.pos_encoding.pe[np.arange(past, past + s) if pos is None else pos]   # a fixed table
+        elif kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.drop(x)
-        if use_cache:
+        has_bias = False                   # a learned score bias whose gradient goes back to its table
+        if self.config.modern:
+            x, cache, has_bias = self._modern_blocks(x, use_cache, past_key_values, past, mask, pos)
+        elif use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
             padding = None if mask is None else ~mask                            # (B, P+S) True = padding
             for i, block in enumerate(self.h):
                 x = _block_step(block, x, cache, i, padding)
-            if mask is not None:
-                cache.attention_mask = mask
         elif mask is None:
             for block in self.h:
                 x = block(x, is_causal=True)                                     # (B, S, D)
@@ -293,9 +217,31 @@ class GPT(ModelBase):
             causal = F.causal_mask(s)                                            # (S, S) True = may not attend
             for block in self.h:
                 x = block(x, src_mask=causal, src_key_padding_mask=~mask, is_causal=True)   # (B, S, D)
+        if use_cache and mask is not None:
+            cache.attention_mask = mask
         logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape, mask is not None))
+        self._save((use_cache, logits.shape, mask is not None, has_bias))
         return (logits, cache) if use_cache else logits
+
+    def _modern_blocks(self, x, use_cache, past_key_values, past, mask, pos):
+        """The TransformerBlocks on x (B, S, D): every block gets the same score bias (the learned
+        relative one, or ALiBi's constant), the padding as -inf on padded keys, and the rotary
+        positions ``pos`` (B, S) of a padded batch (None: past .. past+S-1)."""
+        s = x.shape[1]
+        bias, const = self._score_bias(s, past)          # (H, S, past+S) each, or None
+        if mask is not None:                              # padded keys: -inf for every query
+            pad = np.where(mask, 0.0, -np.inf).astype(self.dtype)[:, None, None, :]       # (B, 1, 1, P+S)
+            const = pad if const is None else const + pad
+        kw = dict(attn_bias=bias, attn_mask=const, positions=pos)
+        cache = None
+        if use_cache:
+            cache = KVCache() if past_key_values is None else past_key_values
+            for i, block in enumerate(self.h):
+                x = block.forward_cached(x, cache, i, **kw)
+        else:
+            for block in self.h:
+                x = block(x, is_causal=True, **kw)                               # (B, S, D)
+        return x, cache, bias is not None
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient.
@@ -304,22 +250,40 @@ class GPT(ModelBase):
         the shared parameter and ``wte.backward`` then adds the embedding use's scatter-add: the
         tied gradient is the sum of both (docs/derivations.md).
         """
-        cached, shape, padded = self._take()
+        cached, shape, padded, has_bias = self._take()
         if cached:
             raise RuntimeError("GPT.backward() after a cached forward (use_cache=True / past_key_values): incremental "
                                "decoding is inference only and keeps nothing for a backward; train with the full "
                                "forward, model(ids)")
         dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
         dx = self.ln_f.backward(self.lm_head.backward(dlogits))                  # (B, S, D)
+        dbias = 0
         for block in reversed(list(self.h)):
-            dx = block.backward(dx)
+            if has_bias:                  # the relative bias table feeds every block: its gradients add
+                dx, db = block.backward(dx)
+                dbias = dbias + db                                               # (H, S, S)
+            else:
+                dx = block.backward(dx)
         dx = self.drop.backward(dx)
+        if has_bias:
+            self.relative_position_bias.backward(dbias)
         if self.config.positions == "learned":
             self.wpe.backward(dx if padded else dx.sum(axis=0))                 # (B, S, D) per row, or (S, D)
-        elif not padded:                                     # padded: the table was indexed, no module cache
+        elif self.config.positions == "sinusoidal" and not padded:    # padded: the table was indexed
             dx = self.pos_encoding.backward(dx)
         self.wte.backward(dx)
         return None
+
+    def _score_bias(self, s, past):
+        """What the positions add to the scores of the S new queries over the past + S keys:
+        ``(bias, constant)``, the learned relative bias (H, S, past+S) (its gradient flows back to the
+        table) and ALiBi's fixed one (H, S, past+S); None where the scheme adds nothing."""
+        c = self.config
+        if c.positions == "relative":
+            return self.relative_position_bias(s, past + s, offset=past), None
+        if c.positions == "alibi":
+            return None, F.alibi_bias(c.n_head, s, past + s, dtype=self.dtype)
+        return None, None
 
     def generate(self, ids, max_new_tokens, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.generation.generate`."""
@@ -329,8 +293,10 @@ class GPT(ModelBase):
     def extra_repr(self):
         c = self.config
         return (f"vocab_size={c.vocab_size}, block_size={c.block_size}, n_layer={c.n_layer}, n_head={c.n_head}, "
-                f"n_embd={c.n_embd}, positions={c.positions!r}, tie_word_embeddings={c.tie_word_embeddings}, "
+                f"n_embd={c.n_embd}, positions={c.positions!r}, norm={c.norm!r}, ffn={c.ffn!r}, "
+                f"num_kv_heads={c.num_kv_heads}, tie_word_embeddings={c.tie_word_embeddings}, "
                 f"dtype={c.dtype}")
+
 
 
 def position_ids(attention_mask):

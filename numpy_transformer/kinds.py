@@ -21,7 +21,7 @@ from . import data as data_mod
 from . import tasks_lm as lm
 from . import tasks_seq2seq as s2s
 from .bleu import corpus_bleu
-from .gpt import GPT, GPT_ACTIVATIONS
+from .gpt import GPT
 from .loss import CrossEntropyLoss
 from .model import TransformerModel
 from .seq2seq_model import Seq2SeqModel
@@ -41,6 +41,25 @@ class ModelKind:
         if task not in self.tasks:
             raise ValueError(f"task must be one of {sorted(self.tasks)} for --model {self.name}, got {task!r}")
         return task
+
+    # the TrainConfig options this kind supports (the others keep their defaults)
+    activations = ("relu", "gelu", "silu")
+    positions = ("sinusoidal", "learned")
+    gpt_only = ("norm", "num_kv_heads")
+
+    def check_options(self, c):
+        """Refuse a TrainConfig option this kind does not support, naming it and the kind."""
+        if c.activation not in self.activations:
+            raise ValueError(f"activation must be one of {self.activations} for --model {self.name}, got "
+                             f"{c.activation!r}")
+        if c.pos_encoding not in self.positions:
+            raise ValueError(f"pos_encoding must be one of {self.positions} for --model {self.name}, got "
+                             f"{c.pos_encoding!r}")
+        defaults = {"norm": "layernorm", "num_kv_heads": None}
+        for name in self.gpt_only:
+            if getattr(c, name) != defaults[name]:
+                raise ValueError(f"{name}={getattr(c, name)!r} is an option of --model gpt only (got --model "
+                                 f"{self.name})")
 
     def make_data(self, config):
         raise NotImplementedError
@@ -66,6 +85,7 @@ class ModelKind:
 class EncoderKind(ModelKind):
     name = "encoder"
     model_class = TransformerModel
+    positions = ("sinusoidal", "learned", "relative", "alibi", "none")
     tasks = tuple(data_mod.TASKS)
     default_task = "shift"
 
@@ -161,6 +181,9 @@ class GPTKind(ModelKind):
 
     name = "gpt"
     model_class = GPT
+    activations = ("gelu", "relu", "silu", "swiglu")
+    positions = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
+    gpt_only = ()
     tasks = lm.LM_TASKS
     default_task = "addition"
 
@@ -168,11 +191,9 @@ class GPTKind(ModelKind):
         return lm.make_lm_task(c.task, c.digits, c.num_train, c.num_val, seed=c.seed)
 
     def build_model(self, c, data, seed):
-        if c.activation not in GPT_ACTIVATIONS:
-            raise ValueError(f"activation must be one of {GPT_ACTIVATIONS} for --model gpt, got {c.activation!r}")
         return GPT(vocab_size=data.vocab_size, block_size=data.seq_len, n_layer=c.num_layers, n_head=c.nhead,
-                   n_embd=c.d_model, n_inner=c.dim_feedforward, dropout=c.dropout, activation=c.activation,
-                   positions=c.pos_encoding, dtype=c.dtype, seed=seed)
+                   n_embd=c.d_model, n_inner=c.dim_feedforward, dropout=c.dropout, ffn=c.activation,
+                   positions=c.pos_encoding, norm=c.norm, num_kv_heads=c.num_kv_heads, dtype=c.dtype, seed=seed)
 
     def criterion(self, c):
         return CrossEntropyLoss(ignore_index=lm.IGNORE, label_smoothing=c.label_smoothing)   # answer tokens only

@@ -21,25 +21,38 @@ import numpy as np
 from . import _trace
 from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                       check_probability)
-from .nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, PositionalEncoding,
-                 TransformerEncoder, TransformerEncoderLayer)
+from . import functional as F
+from .nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, ModuleList,
+                 PositionalEncoding, RelativePositionBias, TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
 
-__all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS"]
+__all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias"]
 
-POS_ENCODINGS = ("sinusoidal", "learned")
+POS_ENCODINGS = ("sinusoidal", "learned", "relative", "alibi", "none")
 ACTIVATIONS = ("relu", "gelu", "silu")
+BIAS_POSITIONS = ("relative", "alibi")      # position schemes added to the attention scores
 
 
-def check_model_options(d_model, nhead, dropout, activation, pos_encoding):
-    """The checks every whole model makes of its shared options; returns the validated ``dropout``."""
+def check_model_options(d_model, nhead, dropout, activation, pos_encoding, pos_encodings=POS_ENCODINGS):
+    """The checks every whole model makes of its shared options; returns the validated ``dropout``.
+    ``pos_encodings``: the schemes this model supports."""
     dropout = check_probability(dropout)
     if d_model % nhead != 0:
         raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if pos_encoding not in POS_ENCODINGS:
-        raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+    if pos_encoding not in pos_encodings:
+        raise ValueError(f"pos_encoding must be one of {pos_encodings}, got {pos_encoding!r}")
     return dropout
+
+
+def alibi_encoder_bias(num_heads, s, is_causal, dtype):
+    """ALiBi for an encoder: ``-slope_h * |i - j|`` (H, S, S), symmetric, since a bidirectional query
+    sees keys on both sides; with ``is_causal`` the causal form :func:`~numpy_transformer.functional.alibi_bias`
+    (the keys above the diagonal are masked anyway)."""
+    if is_causal:
+        return F.alibi_bias(num_heads, s, s, dtype=dtype)
+    dist = np.abs(np.arange(s)[:, None] - np.arange(s)[None, :])                 # (S, S)
+    return (-F.alibi_slopes(num_heads)[:, None, None] * dist).astype(dtype)      # (H, S, S)
 
 
 class ModelBase(Module):
@@ -78,11 +91,17 @@ class TransformerModel(ModelBase):
         Longest sequence accepted (size of the positional table).
     activation : {"relu", "gelu", "silu"}
     norm_first : bool
-        Pre-LN blocks, followed by a final LayerNorm (``encoder.norm``).
-    pos_encoding : {"sinusoidal", "learned"}
-        The fixed sine/cosine table (a buffer, not in ``state_dict``) or a trained table
+        Pre-LN blocks, followed by a final LayerNorm (``encoder.norm``, or ``norm`` with a bias scheme).
+    pos_encoding : {"sinusoidal", "learned", "relative", "alibi", "none"}
+        The fixed sine/cosine table (a buffer, not in ``state_dict``), a trained table
         ``pos_embed.weight`` (max_len, D) drawn from N(0, 1) like the scaled token embedding (an
-        :class:`~numpy_transformer.nn.LearnedPositionalEmbedding`).
+        :class:`~numpy_transformer.nn.LearnedPositionalEmbedding`), T5's
+        learned relative bias on the attention scores (bidirectional buckets, one table
+        ``relative_position_bias.*`` shared by the layers), ALiBi's fixed bias (symmetric,
+        ``-slope * |i - j|``, for a bidirectional encoder; ``-slope * (i - j)`` with ``is_causal``), or
+        nothing. The two bias schemes need a bias on the scores, which torch's encoder layer does not
+        take: their layers are :class:`~numpy_transformer.nn.TransformerBlock` s (``layers.{i}.*``, the
+        same maths as ``TransformerEncoderLayer`` with q/k/v/o projections; ``norm`` when pre-LN).
     dtype : np.float32 or np.float64
     seed : None, int or numpy.random.Generator
         Initialisation and every dropout mask derive from it.
@@ -116,19 +135,27 @@ class TransformerModel(ModelBase):
         self.scale = dt.type(math.sqrt(d_model))
         if pos_encoding == "learned":
             self.pos_embed = LearnedPositionalEmbedding(max_len, d_model, dtype=dt, seed=rng)
-        else:
+        elif pos_encoding == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d_model, max_len=max_len, dtype=dt)
+        elif pos_encoding == "relative":
+            self.relative_position_bias = RelativePositionBias(nhead, bidirectional=True, dtype=dt, seed=rng)
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
 
-        def block():
-            return TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
-                                           batch_first=True, norm_first=norm_first, dtype=dt, seed=rng)
-        template = block()
-        self.encoder = TransformerEncoder(template, num_layers,
-                                          norm=LayerNorm(d_model, dtype=dt) if norm_first else None,
-                                          seed=rng.spawn(1)[0])
-        for layer in list(self.encoder.layers)[1:]:          # independent draws for layers 1..L-1
-            layer.load_state_dict(block().state_dict())
+        if pos_encoding in BIAS_POSITIONS:
+            self.layers = ModuleList(TransformerBlock(d_model, nhead, dim_feedforward, dropout=dropout, ffn=activation,
+                                                      norm_first=norm_first, dtype=dt, seed=rng)
+                                     for _ in range(num_layers))
+            self.norm = LayerNorm(d_model, dtype=dt) if norm_first else None
+        else:
+            def block():
+                return TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                               batch_first=True, norm_first=norm_first, dtype=dt, seed=rng)
+            template = block()
+            self.encoder = TransformerEncoder(template, num_layers,
+                                              norm=LayerNorm(d_model, dtype=dt) if norm_first else None,
+                                              seed=rng.spawn(1)[0])
+            for layer in list(self.encoder.layers)[1:]:          # independent draws for layers 1..L-1
+                layer.load_state_dict(block().state_dict())
         self.head = Linear(d_model, vocab_size, dtype=dt, seed=rng)
 
     # ------------------------------------------------------------------------------------------
@@ -160,24 +187,57 @@ class TransformerModel(ModelBase):
             _trace.record_embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
         if self.pos_kind == "learned":
             x = self.pos_embed(x)                                                # (B, S, D) + (S, D)
-        else:
+        elif self.pos_kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.dropout(x)
-        x = self.encoder(x, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self.pos_kind in BIAS_POSITIONS:
+            x = self._bias_layers(x, src_key_padding_mask, bool(is_causal))
+        else:
+            x = self.encoder(x, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
         logits = self.head(x)                                                    # (B, S, V)
         self._save(logits.shape)
         return logits
+
+    def _bias_layers(self, x, src_key_padding_mask, is_causal):
+        """The layers of a bias scheme: every layer adds the same (H, S, S) bias to its scores."""
+        b, s, _ = x.shape
+        bias = const = None
+        if self.pos_kind == "relative":
+            bias = self.relative_position_bias(s, s)                             # (H, S, S), learned
+        else:
+            const = alibi_encoder_bias(self.config["nhead"], s, is_causal, self.dtype)   # (H, S, S), fixed
+        if src_key_padding_mask is not None:                  # True (or -inf) = padding: no query attends it
+            pad = F.module_to_sdpa_mask(np.asarray(src_key_padding_mask))       # bool True = takes part
+            pad = np.where(pad, 0.0, -np.inf) if pad.dtype == np.bool_ else pad
+            pad = pad.astype(self.dtype)[:, None, None, :]                       # (B, 1, 1, S)
+            const = pad if const is None else const + pad
+        for layer in self.layers:
+            x = layer(x, attn_bias=bias, is_causal=is_causal, attn_mask=const)   # (B, S, D)
+        return x if self.norm is None else self.norm(x)
+
+    def _bias_layers_backward(self, dx):
+        dx = dx if self.norm is None else self.norm.backward(dx)
+        dbias = 0
+        for layer in reversed(list(self.layers)):
+            if self.pos_kind == "relative":    # one table feeds every layer: the layers' gradients add
+                dx, db = layer.backward(dx)
+                dbias = dbias + db                                               # (H, S, S)
+            else:
+                dx = layer.backward(dx)
+        if self.pos_kind == "relative":
+            self.relative_position_bias.backward(dbias)
+        return dx
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient."""
         shape = self._take()
         dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
         dx = self.head.backward(dlogits)                                         # (B, S, D)
-        dx = self.encoder.backward(dx)
+        dx = self._bias_layers_backward(dx) if self.pos_kind in BIAS_POSITIONS else self.encoder.backward(dx)
         dx = self.dropout.backward(dx)
         if self.pos_kind == "learned":
             dx = self.pos_embed.backward(dx)                                     # dP: the batch sum
-        else:
+        elif self.pos_kind == "sinusoidal":
             dx = self.pos_encoding.backward(dx)
         self.embed.backward(dx * self.scale)                                     # y = E[ids] * sqrt(D)
         return None

@@ -59,7 +59,7 @@ class Seq2SeqModel(ModelBase):
         d_model = check_positive_int(d_model, "d_model")
         nhead = check_positive_int(nhead, "nhead")
         max_len = check_positive_int(max_len, "max_len")
-        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding)
+        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding, ("sinusoidal", "learned"))
         self.dtype = as_float_dtype(dtype)
         self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
                            nhead=nhead, num_encoder_layers=num_encoder_layers,

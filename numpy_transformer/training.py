@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_number, check_probability
+from ._checks import check_number, check_positive_int, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import Batcher
 from .kinds import get_kind
 from .loss import CrossEntropyLoss
+from .gpt import GPT_FFNS, NORMS, POSITIONS
 from .model import ACTIVATIONS, POS_ENCODINGS
 from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
 from .optim.lr_scheduler import LambdaLR
@@ -40,6 +41,9 @@ from .optim.lr_scheduler import LambdaLR
 __all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES"]
 
 SCHEDULES = ("warmup", "constant")
+# every model kind's choices (each kind refuses what it does not support, kinds.ModelKind.check_options)
+ACTIVATION_CHOICES = tuple(dict.fromkeys(ACTIVATIONS + GPT_FFNS))
+POSITION_CHOICES = tuple(dict.fromkeys(POS_ENCODINGS + POSITIONS))
 
 
 @dataclass
@@ -62,6 +66,8 @@ class TrainConfig:
     activation: str = "relu"
     norm_first: bool = False
     pos_encoding: str = "sinusoidal"
+    norm: str = "layernorm"       # gpt only: "rmsnorm"
+    num_kv_heads: int = None      # gpt only: grouped-query attention's key/value heads (None: nhead)
     dtype: str = "float32"
     # optimisation
     optimizer: str = "adam"
@@ -95,10 +101,15 @@ class TrainConfig:
         kind.check_task(self.task)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
-        if self.pos_encoding not in POS_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {self.pos_encoding!r}")
+        if self.activation not in ACTIVATION_CHOICES:
+            raise ValueError(f"activation must be one of {ACTIVATION_CHOICES}, got {self.activation!r}")
+        if self.pos_encoding not in POSITION_CHOICES:
+            raise ValueError(f"pos_encoding must be one of {POSITION_CHOICES}, got {self.pos_encoding!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.num_kv_heads is not None:
+            check_positive_int(self.num_kv_heads, "num_kv_heads")
+        kind.check_options(self)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.dtype not in ("float32", "float64"):

@@ -21,6 +21,8 @@ checked against the full forward in the tests. :func:`greedy` is the benchmark's
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -29,7 +31,9 @@ from torch import nn
 import numpy_transformer as nt
 
 from .convert import torch_dtype
+from . import block as RB
 from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer, activation
+from .position_bias import RelativePositionBias, alibi_bias
 
 __all__ = ["GPT", "to_torch", "from_torch", "greedy"]
 
@@ -47,14 +51,27 @@ class GPT(ReferenceModule):
         self.wte = nn.Embedding(c.vocab_size, d, **kw)
         if c.positions == "learned":
             self.wpe = nn.Embedding(c.block_size, d, **kw)
-        else:
+        elif c.positions == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d, max_len=c.block_size)
+        elif c.positions == "relative":
+            self.relative_position_bias = RelativePositionBias(
+                c.n_head, c.relative_attention_num_buckets, c.relative_attention_max_distance,
+                bidirectional=False).to(kw["dtype"])
         self.drop = Dropout(c.dropout)
-        layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
-        self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=activation(c.activation),
-                                     layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
-                                     bias=c.bias, **kw) for _ in range(c.n_layer))
-        self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)
+        if c.modern:      # the TransformerBlock twins (torch.nn: torch's sdpa with enable_gqa inside)
+            self.h = nn.ModuleList(RB.TransformerBlock(d, c.n_head, c.ffn_dim, c.num_kv_heads, c.dropout, c.ffn, c.norm,
+                                                       True, c.bias, c.layer_norm_eps, c.positions == "rope",
+                                                       c.rope_base, use_sdpa=not twin, **kw)
+                                   for _ in range(c.n_layer))
+        else:
+            layer = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
+            self.h = nn.ModuleList(layer(d, c.n_head, c.ffn_dim, c.dropout, activation=activation(c.ffn),
+                                         layer_norm_eps=c.layer_norm_eps, batch_first=True, norm_first=True,
+                                         bias=c.bias, **kw) for _ in range(c.n_layer))
+        if c.norm == "rmsnorm":
+            self.ln_f = nn.RMSNorm(d, eps=c.layer_norm_eps, **kw)
+        else:
+            self.ln_f = nn.LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, **kw)
         self.lm_head = nn.Linear(d, c.vocab_size, bias=False, **kw)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight
@@ -65,13 +82,27 @@ class GPT(ReferenceModule):
         pos = torch.arange(past, past + s) if position_ids is None else position_ids   # (S,) or (B, S)
         if self.config.positions == "learned":
             return x + self.wpe(pos)
-        return x + self.pos_encoding.pe[pos].to(x.dtype)
+        if self.config.positions == "sinusoidal":
+            return x + self.pos_encoding.pe[pos].to(x.dtype)
+        return x
+
+    def _bias(self, s, t, dtype):
+        """The relative bias (H, S, T) (learned) or ALiBi's (H, S, T) (a constant) of the last S queries."""
+        if self.config.positions == "relative":
+            return self.relative_position_bias(s, t)
+        if self.config.positions == "alibi":
+            return alibi_bias(self.config.n_head, s, t, dtype)          # from the paper's get_slopes
+        return None
 
     def forward(self, ids, past_key_values=None, use_cache=False, attention_mask=None):
         ids = ids if isinstance(ids, torch.Tensor) else torch.as_tensor(np.asarray(ids, dtype=np.int64))
         if use_cache:
             if attention_mask is not None:
                 raise NotImplementedError("the twin's cached forward takes no attention_mask")
+            if self.config.modern:
+                raise NotImplementedError("the twin's cached forward covers the TransformerEncoderLayer blocks; "
+                                          "nt.GPT's cached path for the modern blocks is checked against the full "
+                                          "forward (tests/test_gpt.py)")
             return self._cached_forward(ids, past_key_values)
         s = ids.shape[1]
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend
@@ -81,6 +112,13 @@ class GPT(ReferenceModule):
             position_ids = (real.cumsum(-1) - 1).clamp(min=0)                        # Hugging Face's
             padding = real == 0                                                      # True = ignore that key
         x = self.drop(self._embed(ids, 0, position_ids))
+        if self.config.modern:
+            bias = self._bias(s, s, x.dtype)
+            pad = None if padding is None else torch.zeros(padding.shape, dtype=x.dtype).masked_fill(
+                padding, -math.inf)[:, None, None, :]                                # (B, 1, 1, S)
+            for block in self.h:
+                x = block(x, attn_bias=bias, is_causal=True, attn_mask=pad, positions=position_ids)
+            return self.lm_head(self.ln_f(x))                                        # (B, S, V)
         for block in self.h:
             x = block(x, src_mask=causal, src_key_padding_mask=padding, is_causal=True)
         return self.lm_head(self.ln_f(x))                                            # (B, S, V)

@@ -28,8 +28,12 @@ from torch import nn
 
 import numpy_transformer as nt
 
+from . import block as RB
 from .convert import numpy_dtype, torch_dtype
-from .modules import activation
+from .modules import activation, set_dropout_masks
+from .position_bias import RelativePositionBias, alibi_bias
+
+BIAS_POSITIONS = ("relative", "alibi")
 
 _activation_fn = activation    # for __init__, whose ``activation`` argument shadows the function
 
@@ -55,15 +59,24 @@ class TorchTransformerModel(nn.Module):
         self.pos_kind = pos_encoding
         if pos_encoding == "learned":
             self.pos_embed = nn.Embedding(max_len, d_model, **kw)
-        else:
+        elif pos_encoding == "sinusoidal":
             pe = torch.from_numpy(nt.sinusoidal_table(max_len, d_model, np.float64)).to(dtype)
             self.register_buffer("pe", pe, persistent=False)
+        elif pos_encoding == "relative":
+            self.relative_position_bias = RelativePositionBias(nhead, bidirectional=True).to(dtype)
         self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation=_activation_fn(activation),
-                                           batch_first=True, norm_first=norm_first, **kw)
-        self.encoder = nn.TransformerEncoder(layer, num_layers,
-                                             norm=nn.LayerNorm(d_model, **kw) if norm_first else None,
-                                             enable_nested_tensor=False)
+        if pos_encoding in BIAS_POSITIONS:       # nt.TransformerBlock layers (a bias on the scores)
+            self.layers = nn.ModuleList(RB.TransformerBlock(d_model, nhead, dim_feedforward, None, dropout, activation,
+                                                            "layernorm", norm_first, True, 1e-5, dtype=dtype)
+                                        for _ in range(num_layers))
+            self.norm = nn.LayerNorm(d_model, **kw) if norm_first else None
+        else:
+            layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
+                                               activation=_activation_fn(activation), batch_first=True,
+                                               norm_first=norm_first, **kw)
+            self.encoder = nn.TransformerEncoder(layer, num_layers,
+                                                 norm=nn.LayerNorm(d_model, **kw) if norm_first else None,
+                                                 enable_nested_tensor=False)
         self.head = nn.Linear(d_model, vocab_size, **kw)
 
     # ------------------------------------------------------------------------------------------
@@ -72,17 +85,45 @@ class TorchTransformerModel(nn.Module):
         x = self.embed(ids) * math.sqrt(self.d_model)
         if self.pos_kind == "learned":
             return x + self.pos_embed(torch.arange(s))
-        return x + self.pe[:s]
+        if self.pos_kind == "sinusoidal":
+            return x + self.pe[:s]
+        return x
 
     def forward(self, ids, src_key_padding_mask=None, is_causal=False, dropout_masks=None):
         ids = torch.as_tensor(np.asarray(ids)) if not isinstance(ids, torch.Tensor) else ids
         kpm = None if src_key_padding_mask is None else torch.as_tensor(np.asarray(src_key_padding_mask))
+        if self.pos_kind in BIAS_POSITIONS:
+            return self._bias_forward(ids, kpm, bool(is_causal), dropout_masks)
         if dropout_masks is None:
             x = self.dropout(self._embed(ids))
             mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1], dtype=x.dtype) if is_causal else None
             x = self.encoder(x, mask=mask, src_key_padding_mask=kpm, is_causal=bool(is_causal))
             return self.head(x)
         return self._replay_forward(ids, kpm, bool(is_causal), dropout_masks)
+
+    def _bias_forward(self, ids, kpm, is_causal, masks):
+        """The bias schemes' path (``layers`` of block twins, which replay their masks themselves)."""
+        x = self._embed(ids)
+        x = self.dropout(x) if masks is None else self._drop(x, masks, "dropout", self.p)
+        b, s, _ = x.shape
+        set_dropout_masks(self.layers, None if masks is None else
+                          {k[len("layers."):]: v for k, v in masks.items() if k.startswith("layers.")})
+        bias = const = None
+        if self.pos_kind == "relative":
+            bias = self.relative_position_bias(s, s)                                  # (H, S, S), learned
+        elif is_causal:
+            const = alibi_bias(self.nhead, s, s, x.dtype)
+        else:                                          # symmetric for a bidirectional encoder: -m |i - j|
+            const = -alibi_bias(self.nhead, s, s, x.dtype).abs()
+        if kpm is not None:
+            kp = (torch.zeros(b, s, dtype=x.dtype).masked_fill(kpm, -math.inf) if kpm.dtype == torch.bool
+                  else kpm.to(x.dtype)).reshape(b, 1, 1, s)
+            const = kp if const is None else const + kp
+        for layer in self.layers:
+            x = layer(x, attn_bias=bias, is_causal=is_causal, attn_mask=const)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.head(x)
 
     # -- the same maths, written out, with given dropout masks -----------------------------------
     def _drop(self, x, masks, name, p):

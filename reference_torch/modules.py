@@ -153,7 +153,8 @@ class Dropout(ReferenceModule):
 
 def _replay_targets(module):
     """``{name: module}`` of every sub-module that applies dropout (Dropout twins and attention)."""
-    return {name: m for name, m in module.named_modules() if isinstance(m, (Dropout, MultiheadAttention))}
+    return {name: m for name, m in module.named_modules()
+            if isinstance(m, (Dropout, MultiheadAttention)) or getattr(m, "replays_attention_dropout", False)}
 
 
 def set_dropout_masks(module: nn.Module, masks: Optional[Mapping], strict: bool = True):

@@ -97,3 +97,11 @@ def alibi_get_slopes(n):
     else:                                    # This function has some good properties that only occur when the
         closest_power_of_2 = 2**math.floor(math.log2(n))     # input is a power of 2. To maintain that even
         return get_slopes_power_of_2(closest_power_of_2) + alibi_get_slopes(2*closest_power_of_2)[0::2][:n-closest_power_of_2]
+
+
+def alibi_bias(num_heads, s, t, dtype=torch.float64):
+    """ALiBi's (H, S, T) bias ``m_h * (j - (i + T - S))`` with the paper's :func:`alibi_get_slopes` (the
+    last query at the last key; above the diagonal the causal mask removes it)."""
+    m = torch.tensor(alibi_get_slopes(num_heads), dtype=torch.float64)                # (H,)
+    rel = torch.arange(t)[None, :] - (torch.arange(s)[:, None] + (t - s))             # (S, T)
+    return (m[:, None, None] * rel).to(dtype)

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as TF
 from torch import nn
 
+from . import block as RB
 from . import decoder as RD
 from . import feedforward as RF
 from . import gpt as RG
@@ -201,6 +202,10 @@ MODULES = {
     "SwiGLU": lambda m, twin=False: RF.SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
+    # torch has no such modules: torch's own scaled_dot_product_attention(enable_gqa=True) ("torch.nn")
+    # or the textbook repeat_interleave twin ("twin"), built from torch.nn's Linear and norms
+    "GroupedQueryAttention": lambda m, twin=False: RB.attention_like(m, twin),
+    "TransformerBlock": lambda m, twin=False: RB.block_like(m, twin),
     # torch has no T5 bias: the twin transcribes Hugging Face's T5Attention (relative_attention_bias, compute_bias)
     "RelativePositionBias": lambda m, twin=False: RP.RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
                                                                           m.bidirectional),

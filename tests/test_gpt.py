@@ -101,14 +101,17 @@ def test_from_torch_round_trip():
 # ------------------------------------------------------------------------------------------------
 
 @given(seed=st.integers(0, 2**31), b=st.integers(1, 3), prompt=st.integers(1, 5), chunk=st.integers(1, 3),
-       positions=st.sampled_from(["learned", "sinusoidal"]), tie=st.booleans(), heads=st.sampled_from([1, 2, 4]),
-       bias=st.booleans(), activation=st.sampled_from(["gelu", "relu"]))
+       positions=st.sampled_from(["learned", "sinusoidal", "rope", "alibi", "relative", "none"]), tie=st.booleans(),
+       heads=st.sampled_from([1, 2, 4]), bias=st.booleans(), ffn=st.sampled_from(["gelu", "relu", "silu", "swiglu"]),
+       norm=st.sampled_from(["layernorm", "rmsnorm"]), mqa=st.booleans())
 def test_cached_decoding_equals_full_forward_at_every_step(seed, b, prompt, chunk, positions, tie, heads, bias,
-                                                           activation):
+                                                           ffn, norm, mqa):
     """The prompt in one call, then the rest ``chunk`` tokens at a time: every position's logits equal
-    the full forward over the whole sequence, float64 to 1e-12."""
-    m = _perturb(_model(positions=positions, tie_word_embeddings=tie, n_head=heads, bias=bias, activation=activation,
-                        seed=seed % 1000), seed).eval()
+    the full forward over the whole sequence, float64 to 1e-12 (every position scheme, norm, feed-forward,
+    and multi-query attention, whose cache holds one key/value head)."""
+    m = _perturb(_model(positions=positions, tie_word_embeddings=tie, n_head=heads, bias=bias, ffn=ffn, norm=norm,
+                        num_kv_heads=1 if mqa else None, relative_attention_num_buckets=6,
+                        relative_attention_max_distance=5, seed=seed % 1000), seed).eval()
     ids = np.random.default_rng(seed).integers(0, 11, size=(b, 12))
     full = m(ids)                                                                # (B, 12, V)
     logits, cache = m(ids[:, :prompt], use_cache=True)
@@ -212,9 +215,15 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="n_embd must be divisible by n_head"):
         nt.GPTConfig(5, n_embd=6, n_head=4)
     with pytest.raises(ValueError, match="positions must be one of"):
-        nt.GPTConfig(5, positions="rope")
-    with pytest.raises(ValueError, match="activation must be one of"):
-        nt.GPTConfig(5, activation="swiglu")
+        nt.GPTConfig(5, positions="t5")
+    with pytest.raises(ValueError, match="norm must be one of"):
+        nt.GPTConfig(5, norm="batchnorm")
+    with pytest.raises(ValueError, match="n_head must be a multiple of num_kv_heads, got n_head=4 and num_kv_heads=3"):
+        nt.GPTConfig(5, n_embd=8, n_head=4, num_kv_heads=3)
+    with pytest.raises(ValueError, match="positions='rope' needs an even head dimension"):
+        nt.GPTConfig(5, n_embd=6, n_head=2, positions="rope")
+    with pytest.raises(ValueError, match="ffn must be one of"):
+        nt.GPTConfig(5, ffn="tanh")
     with pytest.raises(TypeError, match="either config or its fields"):
         nt.GPT(nt.GPTConfig(5), n_layer=3)
     out = m(np.zeros((1, 2), dtype=np.int64))                   # still usable after every refusal

@@ -22,14 +22,25 @@ V, S, B, PAD = 13, 8, 5, 0
 
 CONFIGS = {
     # learned positions, tied head, gelu, AdamW (decoupled decay touches the tied weight once)
-    "adamw_tied": dict(model=dict(positions="learned", tie_word_embeddings=True, activation="gelu"),
+    "adamw_tied": dict(model=dict(positions="learned", tie_word_embeddings=True, ffn="gelu"),
                        opt=("adamw", dict(lr=3e-3, weight_decay=0.05)), schedule=False),
     # sinusoidal positions, untied head, relu, Adam with the warm-up schedule
-    "adam_untied": dict(model=dict(positions="sinusoidal", tie_word_embeddings=False, activation="relu"),
+    "adam_untied": dict(model=dict(positions="sinusoidal", tie_word_embeddings=False, ffn="relu"),
                         opt=("adam", dict(lr=2e-3, betas=(0.9, 0.98), eps=1e-9)), schedule=True),
     # tied, SGD with momentum, no biases
     "sgd_tied_nobias": dict(model=dict(positions="learned", tie_word_embeddings=True, bias=False),
                             opt=("sgd", dict(lr=0.1, momentum=0.9)), schedule=False),
+    # the modern blocks (nt.TransformerBlock), issue 13's options
+    "llama_mqa": dict(model=dict(positions="rope", norm="rmsnorm", ffn="swiglu", num_kv_heads=1, bias=False,
+                                 tie_word_embeddings=False), opt=("adamw", dict(lr=3e-3, weight_decay=0.05)),
+                      schedule=False),
+    "alibi_silu": dict(model=dict(positions="alibi", ffn="silu", norm="layernorm", n_head=4, num_kv_heads=2),
+                       opt=("adam", dict(lr=2e-3)), schedule=True),
+    "relative_rmsnorm": dict(model=dict(positions="relative", norm="rmsnorm", ffn="gelu",
+                                        relative_attention_num_buckets=6, relative_attention_max_distance=5),
+                             opt=("adam", dict(lr=2e-3)), schedule=False),
+    "no_positions": dict(model=dict(positions="none", ffn="swiglu", tie_word_embeddings=True),
+                         opt=("sgd", dict(lr=0.1, momentum=0.9)), schedule=False),
 }
 
 
@@ -45,8 +56,10 @@ def _batches(seed):
 
 
 def _model(cfg, seed=3):
-    return nt.GPT(nt.GPTConfig(V, block_size=S, n_layer=2, n_head=2, n_embd=16, n_inner=32, dropout=0.1,
-                               dtype="float64", initializer_range=0.5, **cfg["model"]), seed=seed)
+    kw = dict(n_head=2)
+    kw.update(cfg["model"])
+    return nt.GPT(nt.GPTConfig(V, block_size=S, n_layer=2, n_embd=16, n_inner=32, dropout=0.1,
+                               dtype="float64", initializer_range=0.5, **kw), seed=seed)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -77,7 +90,8 @@ def test_gpt_and_torch_twin_train_in_lockstep(name):
         norm = float(nt.clip_grad_norm_(model.parameters(), clip))
         ours.step()
         masks = nt.dropout_masks(model)
-        assert len(masks) == 1 + 4 * 2
+        per_block = 3 if model.config.ffn == "swiglu" else 4       # SwiGLU has no inner dropout
+        assert len(masks) == 1 + per_block * 2
         ref.zero_grad()
         twin.set_dropout_masks(masks)
         tlogits = twin(ids)
@@ -94,7 +108,7 @@ def test_gpt_and_torch_twin_train_in_lockstep(name):
     assert_close({k: (v, tsd[k]) for k, v in model.state_dict().items()}, tol=1e-8, context=f"{name} final weights: ")
     init = _model(cfg).state_dict()
     assert max(np.abs(v - init[k]).max() for k, v in model.state_dict().items()) > 1e-3     # the weights moved
-    if cfg["model"]["tie_word_embeddings"]:
+    if cfg["model"].get("tie_word_embeddings", True):
         assert model.lm_head.weight is model.wte.weight and twin.lm_head.weight is twin.wte.weight
 
 

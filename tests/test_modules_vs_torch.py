@@ -204,13 +204,23 @@ def test_vs_twin_with_dropout(kind, dtype, data, p):
     res = check.compare(cfg, "twin")
     enc = ("self_attn", "dropout", "dropout1", "dropout2")
     dec = ("self_attn", "multihead_attn", "dropout", "dropout1", "dropout2", "dropout3")
+
+    def block(ffn):            # nt.TransformerBlock: SwiGLU has no dropout inside
+        return ("self_attn", "dropout1", "dropout2") + (() if ffn == "swiglu" else ("mlp.dropout",))
     expected = {"MultiheadAttention": {""}, "TransformerEncoderLayer": set(enc),
                 "TransformerDecoderLayer": set(dec)}.get(kind)
     if kind == "Transformer":
         expected = ({f"encoder.layers.{i}.{n}" for i in range(cfg["num_encoder_layers"]) for n in enc}
                     | {f"decoder.layers.{i}.{n}" for i in range(cfg["num_decoder_layers"]) for n in dec})
     elif kind == "GPT":
-        expected = {"drop"} | {f"h.{i}.{n}" for i in range(cfg["n_layer"]) for n in enc}
+        modern = nt.GPTConfig(2, n_head=cfg["H"], n_embd=cfg["D"], positions=cfg["positions"], norm=cfg["norm"],
+                              ffn=cfg["ffn"], num_kv_heads=cfg["num_kv_heads"]).modern
+        names = block(cfg["ffn"]) if modern else enc
+        expected = {"drop"} | {f"h.{i}.{n}" for i in range(cfg["n_layer"]) for n in names}
+    elif kind == "GroupedQueryAttention":
+        expected = {""}
+    elif kind == "TransformerBlock":
+        expected = set(block(cfg["ffn"]))
     elif expected is None:
         expected = {f"layers.{i}.{n}" for i in range(cfg["num_layers"])
                     for n in (dec if kind == "TransformerDecoder" else enc)}

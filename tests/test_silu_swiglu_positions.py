@@ -125,7 +125,7 @@ def test_silu_is_an_activation_everywhere():
     assert nt.TransformerEncoderLayer(4, 2, 8, activation=mod).activation is mod
     t = nt.Transformer(4, 2, 1, 1, 8, activation="silu")
     assert isinstance(t.decoder.layers[0].activation, nt.SiLU) and isinstance(t.encoder.layers[0].activation, nt.SiLU)
-    assert "silu" in nt.model.ACTIVATIONS and "silu" in nt.gpt.GPT_ACTIVATIONS
+    assert "silu" in nt.model.ACTIVATIONS and "silu" in nt.gpt.GPT_FFNS
     with pytest.raises(ValueError, match="activation must be 'relu', 'gelu' or 'silu'.*got 'swish'"):
         nt.TransformerEncoderLayer(4, 2, 8, activation="swish")
 
@@ -138,8 +138,9 @@ def test_silu_layers_vs_torch(kind, dtype):
     hand-written twins with dropout active."""
     for seed in range(3):
         extra = check.FLOAT32_SIZES if dtype == "float32" else {}
+        silu = dict(ffn="silu") if kind == "GPT" else dict(activation="silu")    # GPTConfig calls it ffn
         cfg = check.draw_config(kind, RandomChooser(np.random.default_rng(seed + 100 * len(kind))), dtype=dtype,
-                                activation="silu", **extra)
+                                **silu, **extra)
         res = check.compare(cfg, "torch.nn")
         assert isinstance(res.ref, torch.nn.Module)
         if dtype == "float64":

@@ -50,7 +50,13 @@ def register(subparsers):
     a.add_argument("--out", default="attention.png", help="PNG to write (default attention.png)")
     a.set_defaults(func=run_attention)
 
-    q = sub.add_parser("positional", help="the positional-encoding table as a heatmap plus sin/cos curves")
+    q = sub.add_parser("positional", help="a position scheme: the sinusoidal or a learned table, rotary angles and "
+                       "scores, ALiBi's biases, T5's relative buckets")
+    q.add_argument("--kind", choices=["sinusoidal", "learned", "rope", "alibi", "relative"], default=None,
+                   help="which scheme (default sinusoidal, or the checkpoint's); learned needs --checkpoint, "
+                        "relative draws a checkpoint's learned biases when given one")
+    q.add_argument("--nhead", type=int, default=8, help="alibi/relative: heads (default 8)")
+    q.add_argument("--head-dim", type=int, default=64, help="rope: head dimension Dh, even (default 64)")
     q.add_argument("--d-model", type=int, default=128, help="model width (default 128)")
     q.add_argument("--max-len", type=int, default=100, help="positions drawn (default 100)")
     q.add_argument("--checkpoint", help="draw this checkpoint's table instead (its learned pos_embed, or the "
@@ -118,6 +124,43 @@ def run_attention(args):
         return plot_attention(weights, args.out, p.rows, p.cols, title=title, query_name=p.query_name,
                               key_name=p.key_name)
     return _guarded(draw)
+
+
+def _positional_kind(args):
+    """--kind rope | alibi | relative | learned (sinusoidal: run_positional's own path)."""
+    from .. import plot_positions as P
+    if args.max_len <= 0:
+        raise ValueError(f"--max-len must be positive, got {args.max_len}")
+    ckpt = None
+    if args.checkpoint:
+        from ..checkpoint import load_checkpoint
+        ckpt = load_checkpoint(args.checkpoint)
+    if args.kind == "rope":
+        if args.head_dim <= 0 or args.head_dim % 2:
+            raise ValueError(f"--head-dim must be a positive even number, got {args.head_dim}")
+        return P.plot_rope(args.out, head_dim=args.head_dim, max_len=args.max_len)
+    if args.nhead <= 0:
+        raise ValueError(f"--nhead must be positive, got {args.nhead}")
+    if args.kind == "alibi":
+        return P.plot_alibi(args.out, num_heads=args.nhead, max_len=min(args.max_len, 64))
+    if args.kind == "relative":
+        state = {} if ckpt is None else ckpt.model_state
+        key = next((k for k in state if k.endswith("relative_attention_bias.weight")), None)
+        if ckpt is not None and key is None:
+            raise ValueError(f"--checkpoint {args.checkpoint} has no relative position bias (it was not trained "
+                             "with --pos-encoding relative)")
+        weight = None if key is None else state[key]
+        n = 32 if weight is None else weight.shape[0]
+        causal = ckpt is not None and "block_size" in ckpt.model_config        # a GPT: causal buckets
+        return P.plot_relative(args.out, num_buckets=n, bidirectional=not causal, weight=weight,
+                               title=None if ckpt is None else f"relative position bias of {args.checkpoint}")
+    if ckpt is None:
+        raise ValueError("--kind learned draws a checkpoint's table: give --checkpoint CKPT (trained with "
+                         "--pos-encoding learned)")
+    key = next((k for k in ("pos_embed.weight", "wpe.weight") if k in ckpt.model_state), None)
+    if key is None:
+        raise ValueError(f"--checkpoint {args.checkpoint} has no learned position table")
+    return P.plot_learned(ckpt.model_state[key], args.out, title=f"learned positions of {args.checkpoint}")
 
 
 class _Plotted:
@@ -219,6 +262,8 @@ _INPUTS = {"encoder": _encoder_input, "seq2seq": _seq2seq_input, "gpt": _gpt_inp
 
 def run_positional(args):
     def draw():
+        if args.kind not in (None, "sinusoidal"):
+            return _positional_kind(args)
         from ..nn import sinusoidal_table
         from ..plotting import plot_positional
         if args.checkpoint:

@@ -58,9 +58,13 @@ def _add_config_options(p):
                    f"layers each (default {_D.num_layers})")
     g.add_argument("--dim-feedforward", type=int, help=f"feed-forward width (default {_D.dim_feedforward})")
     g.add_argument("--dropout", type=float, help=f"dropout probability (default {_D.dropout})")
-    g.add_argument("--activation", help=f"relu, gelu or silu (default {_D.activation})")
+    g.add_argument("--activation", help=f"relu, gelu or silu; gpt also swiglu (default {_D.activation})")
     g.add_argument("--norm-first", action="store_const", const=True, help="pre-LN blocks (+ final LayerNorm)")
-    g.add_argument("--pos-encoding", help=f"sinusoidal or learned (default {_D.pos_encoding})")
+    g.add_argument("--pos-encoding", help=f"sinusoidal or learned; encoder also relative, alibi, none; gpt also "
+                   f"rope, alibi, relative, none (default {_D.pos_encoding})")
+    g.add_argument("--norm", help=f"gpt: layernorm or rmsnorm (default {_D.norm})")
+    g.add_argument("--num-kv-heads", type=int, help="gpt: key/value heads of grouped-query attention, dividing "
+                   "--nhead (1 = multi-query; default: --nhead)")
     g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", help=f"one of {', '.join(sorted(OPTIMIZERS))} (default {_D.optimizer})")
@@ -198,8 +202,10 @@ def run_train(args):
                 f"held-out sequences" + ("" if c.model == "encoder" else f" (model {c.model})")))
         layers = f"{c.num_layers} layers" if c.model == "encoder" else f"{c.num_layers} encoder + {c.num_layers} decoder layers"
         ln = "pre" if c.norm_first else "post"
-    out(fit(f"model: d_model {c.d_model}, {c.nhead} heads, {layers}, ff {c.dim_feedforward}, dropout "
-        f"{c.dropout}, {c.activation}, {ln}-LN, {c.pos_encoding} positions, "
+    heads = f"{c.nhead} heads" + ("" if c.num_kv_heads in (None, c.nhead) else f" ({c.num_kv_heads} key/value)")
+    norm = "RMSNorm" if c.norm == "rmsnorm" else "LN"
+    out(fit(f"model: d_model {c.d_model}, {heads}, {layers}, ff {c.dim_feedforward}, dropout "
+        f"{c.dropout}, {c.activation}, {ln}-{norm}, {c.pos_encoding} positions, "
         f"{c.dtype}; {n_par:,} parameters"))
     out(fit(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
             + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch "

@@ -25,6 +25,7 @@ class AttentionCache(NamedTuple):
     scale: float
     out: np.ndarray               # (..., S, Dv) the forward's output (gives the softmax row sums cheaply)
     kv_heads: tuple = (None, None)  # (Hk, Hv) with enable_gqa (key/value heads shared by query heads)
+    mask_shape: tuple = None      # a float attn_mask's shape (its gradient, with attn_mask_grad=True)
 
 
 def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name):
@@ -191,10 +192,11 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
         out = np.matmul(dropped, v, out=out)                                     # (..., S, Dv)
     else:                                                                        # (..., Hv, G*S, T) @ v
         out = _into(_per_query_head(_rows_per_kv_head(dropped, hv) @ v, q.shape[-3]), out)
-    return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv))
+    mask_shape = np.shape(attn_mask) if attn_mask is not None and np.asarray(attn_mask).dtype.kind == "f" else None
+    return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv), mask_shape)
 
 
-def scaled_dot_product_attention_backward(dout, cache, out=None):
+def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False):
     """Backward of attention.  Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
 
     Forward, step by step: ``A = q k^T * c`` (c the scale), ``P = softmax(A + mask)``,
@@ -203,9 +205,11 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     * ``out = Pd v`` is a matmul: ``dPd = dout v^T`` (..., S, T) and ``dv = Pd^T dout`` (..., T, Dv).
     * dropout: ``dP = dPd * mask / (1-p)``.
     * softmax: ``dA = P * (dP - rowsum(dP * P))``; a masked entry has ``P = 0`` so gets 0 gradient
-      (the additive mask is a constant). The row sum is computed without forming ``dP * P``:
-      ``rowsum(dP * P) = rowsum(dPd * Pd) = rowsum(dout v^T * Pd) = rowsum(dout * (Pd v)) = rowsum(dout * out)``,
-      an (S, Dv) product instead of an (S, T) one (the identity flash attention relies on).
+      (the additive mask is a constant). The row sum equals ``rowsum(dout * out)`` (``dP * P = dPd *
+      Pd`` and ``dPd = dout v^T``), an (S, Dv) product that flash attention relies on; here it is taken
+      directly on each row block, ``rowsum(dP * P)``, as torch's math kernel does: then every row of dA
+      sums to zero up to the rounding of dA itself, which in float32 keeps gradients that are exactly
+      zero (a key bias's) near zero instead of ~1e-4 of the others.
     * ``A = c q k^T``: ``dq = c dA k`` and ``dk = c dA^T q``.
 
     Grouped-query attention (``enable_gqa=True``, G = Hq/Hk query heads per key head): the forward used
@@ -218,14 +222,23 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     ``q_j`` (G*S, Dh) the group's rows, so ``dk`` and ``dv`` come out with key's and value's shapes.
     An input broadcast along a leading dimension (size 1) is summed back to its shape the same way.
 
+    A float ``attn_mask`` was added to the scores: ``A + mask``, so its gradient is ``dA`` itself,
+    summed over the dimensions the mask was broadcast along (a learned bias, e.g. T5's relative one,
+    trains through it; torch gives a float mask the same gradient). ``attn_mask_grad=True`` returns it.
+
     Parameters
     ----------
     dout : ndarray, shape (..., S, Dv)
     cache : AttentionCache
     out : tuple of three ndarrays, optional
         Where to write ``(dq, dk, dv)`` (views into a fused buffer, so no copy is needed later).
+    attn_mask_grad : bool
+        Also return the float ``attn_mask``'s gradient, in its shape: ``(dq, dk, dv, dmask)``.
     """
-    q, k, v, probs, dcache, scale, o, (hk, hv) = cache
+    q, k, v, probs, dcache, scale, _, (hk, hv), mask_shape = cache
+    if attn_mask_grad and mask_shape is None:
+        raise ValueError("attn_mask_grad=True needs a float attn_mask in the forward (a bool mask or none has "
+                         "no gradient)")
     dq_out, dk_out, dv_out = (None, None, None) if out is None else out
     keep = None if dcache.mask is None else dcache.mask * _scalar(dcache.scale, probs.dtype)
     dropped = probs if keep is None else probs * keep                            # (..., S, T)
@@ -239,8 +252,7 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
     del dropped
     if keep is not None:
         dscores *= keep                                                          # dP
-    delta = np.sum(dout * o, axis=-1, keepdims=True)                             # rowsum(dP * P)
-    map_rows(_softmax_grad_rows, dscores, delta, probs)                          # dA = P (dP - delta)
+    map_rows(_softmax_grad_rows, dscores, probs)                                 # dA = P (dP - rowsum(dP P))
     # dq = c dA k and dk = c dA^T q: the scale goes on the small (.., T, Dh) operands, not on dA.
     if hk is None:
         dq = np.matmul(dscores, k * _scalar(scale, k.dtype), out=dq_out)         # (..., S, Dh)
@@ -250,10 +262,13 @@ def scaled_dot_product_attention_backward(dout, cache, out=None):
         dq = _per_query_head(da_rows @ (k * _scalar(scale, k.dtype)), q.shape[-3])  # (..., Hq, S, Dh)
         dk = np.swapaxes(da_rows, -1, -2) @ _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)  # (..., Hk, T, Dh)
     dq, dk, dv = _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
+    if attn_mask_grad:                                   # d(A + mask)/d mask = 1: the mask's gradient is dA
+        return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out), _sum_to(dscores, mask_shape)
     return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out)
 
 
-def _softmax_grad_rows(dp, delta, probs):
-    """In place on row blocks: ``dp <- probs * (dp - delta)``, the softmax backward with its row sum."""
+def _softmax_grad_rows(dp, probs):
+    """In place on row blocks: ``dp <- probs * (dp - rowsum(dp * probs))``, the softmax backward."""
+    delta = np.einsum("...t,...t->...", dp, probs)[..., None]                   # (rows, 1) rowsum(dP * P)
     dp -= delta
     dp *= probs

@@ -30,12 +30,18 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``transformer.py`` — :class:`TransformerEncoderLayer`, :class:`TransformerEncoder`, :func:`dropout_masks`.
 * ``decoder.py`` — :class:`TransformerDecoderLayer`, :class:`TransformerDecoder`.
 * ``seq2seq.py`` — :class:`Transformer` (the encoder-decoder).
+* ``gqa.py`` — :class:`GroupedQueryAttention` (q/k/v/o projections, grouped key/value heads, rotary
+  positions, an additive bias on the scores).
+* ``block.py`` — :class:`TransformerBlock` (the modern options: RMSNorm, rotary, SwiGLU, GQA, a bias),
+  :class:`FeedForward`.
 * ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
 """
 
 from .activations import GELU, ReLU, SiLU, activation_module
 from .attention import MultiheadAttention
+from .block import FeedForward, TransformerBlock
 from .decoder import TransformerDecoder, TransformerDecoderLayer
+from .gqa import GroupedQueryAttention
 from .feedforward import SwiGLU
 from .kv_cache import KVCache, cached_attention
 from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
@@ -53,6 +59,7 @@ __all__ = [
     "PositionalEncoding", "dropout_masks", "IncompatibleKeys", "KVCache", "cached_attention",
 ]
 __all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+__all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
 __all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from .. import nn
+from .blocks import BLOCK_KINDS, block_call_args, block_input_grads, build_block, draw_block, make_block_inputs
 from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
                        make_decoder_inputs)
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks, without_causal_hint
@@ -144,13 +145,20 @@ def _draw_swiglu(c, cfg, min_width, min_len, bias=None):
                bias=_pick(c, (False, True), bias))
 
 
-def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, activation=None):
-    h = c.integers(1, 3)
-    b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6)
-    cfg.update(V=c.integers(2, 9), H=h, D=h * c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4),
-               F=c.integers(min_width, 8), n_layer=c.integers(1, 2), ids_shape=(b, s), block_size=s + c.integers(0, 2),
-               bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2), activation=_pick(c, ("gelu", "relu", "silu"), activation),
-               positions=_pick(c, ("learned", "sinusoidal"), positions),
+def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=None, ffn=None, norm=None,
+              num_kv_heads="draw", s=None):
+    h = c.integers(1, 4)
+    b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6) if s is None else s
+    positions = _pick(c, ("learned", "sinusoidal", "rope", "alibi", "relative", "none"), positions)
+    dh = c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4)
+    dh += dh % 2 if positions == "rope" else 0                  # rotary pairs need an even head width
+    kv = c.choice([k for k in range(1, h + 1) if h % k == 0]) if num_kv_heads == "draw" else num_kv_heads
+    buckets = c.integers(2, 8)                                  # causal: max_distance above the exact buckets
+    cfg.update(V=c.integers(2, 9), H=h, D=h * dh, F=c.integers(min_width, 8), n_layer=c.integers(1, 2),
+               ids_shape=(b, s), block_size=s + c.integers(0, 2), bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2),
+               ffn=_pick(c, ("gelu", "relu", "silu", "swiglu"), ffn), positions=positions,
+               norm=_pick(c, ("layernorm", "rmsnorm"), norm), num_kv_heads=kv,
+               buckets=buckets, max_distance=c.integers(buckets // 2 + 1, 10),
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
 
 
@@ -167,7 +175,9 @@ def _build_gpt(cfg):
     from ..gpt import GPT, GPTConfig
     return GPT(GPTConfig(cfg["V"], block_size=cfg["block_size"], n_layer=cfg["n_layer"], n_head=cfg["H"],
                          n_embd=cfg["D"], n_inner=cfg["F"], dropout=cfg["dropout"], bias=cfg["bias"],
-                         activation=cfg["activation"], layer_norm_eps=cfg["eps"], positions=cfg["positions"],
+                         ffn=cfg["ffn"], layer_norm_eps=cfg["eps"], positions=cfg["positions"], norm=cfg["norm"],
+                         num_kv_heads=cfg["num_kv_heads"], relative_attention_num_buckets=cfg["buckets"],
+                         relative_attention_max_distance=cfg["max_distance"],
                          tie_word_embeddings=cfg["tie_word_embeddings"], dtype=cfg["dtype"]), seed=cfg["seed"])
 
 
@@ -258,6 +268,23 @@ MODULES = {case.name: case for case in [
                                                                  "num_encoder_layers": 1, "custom": None,
                                                                  "unbatched": False, "sizes": _SMALL}),),
                twin=True),
+    # the modern blocks (GQA, rotary, additive bias, SwiGLU, RMSNorm): registry/blocks.py
+    ModuleCase("GroupedQueryAttention", draw_block, build_block,
+               examples=(("H=4, Hkv=2, rotary, causal, shared bias",
+                          {"num_kv_heads": 2, "rope": True, "is_causal": True, "bias_kind": "shared",
+                           "padding": False}),
+                         ("multi-query, padding, per-batch bias", {"num_kv_heads": 1, "rope": False,
+                                                                   "is_causal": False, "bias_kind": "per_batch",
+                                                                   "padding": True})),
+               twin=True),
+    ModuleCase("TransformerBlock", draw_block, build_block,
+               examples=(("Llama-style: RMSNorm, rotary, SwiGLU, GQA, causal",
+                          {"num_kv_heads": 1, "rope": True, "ffn": "swiglu", "norm": "rmsnorm", "norm_first": True,
+                           "is_causal": True, "bias_kind": None, "padding": False}),
+                         ("post-LN, silu, relative-style bias", {"ffn": "silu", "norm": "layernorm",
+                                                                 "norm_first": False, "is_causal": False,
+                                                                 "bias_kind": "shared", "padding": True})),
+               twin=True),
     ModuleCase("TokenEmbedding", _draw_token_embedding,
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("PositionalEncoding", _draw_positional,
@@ -274,9 +301,16 @@ MODULES = {case.name: case for case in [
                examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
-               examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True}),
+               examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True, "ffn": "gelu",
+                                            "norm": "layernorm", "num_kv_heads": None}),
                          ("sinusoidal, untied, relu", {"positions": "sinusoidal", "tie_word_embeddings": False,
-                                                       "activation": "relu"})), twin=True),
+                                                       "ffn": "relu", "norm": "layernorm", "num_kv_heads": None}),
+                         ("Llama-style: rope, RMSNorm, SwiGLU, MQA", {"positions": "rope", "norm": "rmsnorm",
+                                                                      "ffn": "swiglu", "num_kv_heads": 1,
+                                                                      "tie_word_embeddings": False, "s": 4}),
+                         ("relative bias, tied", {"positions": "relative", "norm": "layernorm", "ffn": "gelu",
+                                                  "num_kv_heads": None, "tie_word_embeddings": True, "s": 5})),
+               twin=True),
     # (s, t) in, (H, S, T) out: the gradient of relative_attention_bias.weight (buckets shared by many pairs)
     ModuleCase("RelativePositionBias", _draw_relative_position_bias,
                lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"], cfg["bidirectional"],
@@ -337,6 +371,8 @@ def make_inputs(cfg, rng):
         return {"x": rng.standard_normal(cfg["lead"] + (cfg["D"],)).astype(dt)}, {}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
+    if k in BLOCK_KINDS:
+        return make_block_inputs(cfg, rng)
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     am, kpm, causal = make_masks(cfg["mask"], b, cfg["H"], s, t, dt, rng)
     if cfg.get("add_bias_kv") or cfg.get("add_zero_attn"):        # appended keys refuse the hint
@@ -377,6 +413,8 @@ def call_args(cfg, x, other):
         return [other["s"]], {"t": other["t"], "offset": other["offset"]}
     if k in DECODER_KINDS:
         return decoder_call_args(cfg, x, other)
+    if k in BLOCK_KINDS:
+        return block_call_args(cfg, x, other)
     am, kpm, causal = other["attn_mask"], other["key_padding_mask"], other["is_causal"]
     if k == "MultiheadAttention":
         return list(_qkv(x)), dict(key_padding_mask=kpm, need_weights=cfg["need_weights"], attn_mask=am,
@@ -404,6 +442,8 @@ def input_grads(module, cfg, dout, x):
         return {}
     if cfg["kind"] in DECODER_KINDS:
         return decoder_input_grads(g, x)
+    if cfg["kind"] in BLOCK_KINDS:
+        return block_input_grads(g, x)
     if cfg["kind"] != "MultiheadAttention":
         return {next(iter(x)): g}
     dq, dk, dv = g
