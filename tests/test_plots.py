@@ -264,6 +264,49 @@ def test_plot_positional_of_a_checkpoint(run, tmp_path):
         assert_picture(out)
 
 
+@needs_matplotlib
+@pytest.mark.parametrize("kind", ["rope", "alibi", "relative"])
+def test_plot_positional_kinds(kind, tmp_path):
+    out = tmp_path / f"{kind}.png"
+    assert main(["plot", "positional", "--kind", kind, "--max-len", "40", "--nhead", "6", "--head-dim", "16",
+                 "--out", str(out)]) == 0
+    assert_picture(out)
+
+
+@needs_matplotlib
+def test_plot_positional_learned_and_relative_of_checkpoints(run, tmp_path):
+    out = tmp_path / "learned.png"
+    assert main(["plot", "positional", "--kind", "learned", "--checkpoint", str(run / "learned.npz"),
+                 "--out", str(out)]) == 0
+    assert_picture(out)
+    rel = tmp_path / "rel.npz"
+    assert main(TINY + ["--steps", "2", "--pos-encoding", "relative", "--save", str(rel)]) == 0
+    assert main(["plot", "positional", "--kind", "relative", "--checkpoint", str(rel), "--out",
+                 str(tmp_path / "rel.png")]) == 0
+    assert_picture(tmp_path / "rel.png")
+
+
+def test_plot_positional_kind_refusals(run, tmp_path, capsys):
+    for argv, msg in ((["--kind", "learned"], "--kind learned draws a checkpoint's table"),
+                      (["--kind", "learned", "--checkpoint", str(run / "run.npz")], "has no learned position table"),
+                      (["--kind", "relative", "--checkpoint", str(run / "run.npz")], "has no relative position bias"),
+                      (["--kind", "rope", "--head-dim", "7"], "--head-dim must be a positive even number, got 7")):
+        assert main(["plot", "positional", *argv, "--out", str(tmp_path / "x.png")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and err.count("\n") == 1, err
+
+
+def test_rope_scores_depend_on_the_distance_alone():
+    """The picture's curve: q . k of one vector rotated to 0 and to m; equal to rotating both by any shift."""
+    from numpy_transformer import functional as F
+    from numpy_transformer.plot_positions import rope_scores
+    scores = rope_scores(8, 20)
+    assert scores[0] == pytest.approx(1.0)
+    ones = np.ones((20, 8))
+    shifted, _ = F.rope_forward(ones, positions=np.arange(20) + 7)
+    np.testing.assert_allclose(shifted @ shifted[0] / 8, scores, atol=1e-12)
+
+
 # -- training --------------------------------------------------------------------------------------------
 
 @needs_matplotlib
