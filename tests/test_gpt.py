@@ -237,3 +237,29 @@ def test_config_round_trip_and_keyword_construction():
     m = nt.GPT(vocab_size=9, block_size=5, n_layer=1, n_head=1, n_embd=4, dtype="float64", seed=0)
     assert nt.GPT(cfg.to_dict(), seed=0).config == m.config
     assert np.array_equal(nt.GPT(cfg, seed=0).wte.weight.data, m.wte.weight.data)
+
+
+@given(seed=st.integers(0, 2**31), positions=st.sampled_from(["rope", "alibi", "relative", "learned"]),
+       ffn=st.sampled_from(["gelu", "swiglu"]), mqa=st.booleans(), pad=st.integers(1, 3), cached=st.booleans())
+def test_modern_blocks_left_padding_equals_each_prompt_alone(seed, positions, ffn, mqa, pad, cached):
+    """The modern blocks take Hugging Face's attention_mask too: a left-padded row's real positions give
+    the logits of that row run alone (rotary positions counted from its first real token; ALiBi and the
+    relative bias depend on distances only), with and without the KV cache."""
+    m = _perturb(_model(positions=positions, ffn=ffn, norm="rmsnorm", n_head=2, num_kv_heads=1 if mqa else None,
+                        relative_attention_num_buckets=6, relative_attention_max_distance=5, seed=seed % 1000),
+                 seed).eval()
+    assert m.config.modern or positions == "learned"
+    rng = np.random.default_rng(seed)
+    s = 6
+    ids = rng.integers(0, 11, size=(2, s))
+    mask = np.ones((2, s), dtype=np.int64)
+    mask[1, :pad] = 0                                              # row 1: `pad` padding tokens on the left
+    if cached:
+        logits, cache = m(ids[:, :3], attention_mask=mask[:, :3], use_cache=True)
+        rest, _ = m(ids[:, 3:], past_key_values=cache, attention_mask=mask)
+        logits = np.concatenate([logits, rest], axis=1)
+    else:
+        logits = m(ids, attention_mask=mask)
+    alone = m(ids[1:, pad:])
+    assert_close({"padded row vs alone": (logits[1, pad:], alone[0]), "row 0 vs alone": (logits[0], m(ids[:1])[0])},
+                 tol=1e-12)
