@@ -771,3 +771,27 @@ def test_github_math_hazards():
     assert "$$" not in text, "use ```math blocks for display maths"
     stray = [line for line in text.splitlines() if "$" in line]
     assert not stray, f"inline maths must be written $`...`$: {stray[:3]}"
+
+
+@check("score_bias")
+def _check_score_bias(ns):
+    """One bias b (H, S, T) added in two layers: db = the layers' dA summed over layers and batch, equal
+    to torch's autograd through the same two layers, and to F.sdpa_backward(attn_mask_grad=True)."""
+    import torch
+    rng = np.random.default_rng(25)
+    n, h, s, dh = 2, 3, 4, 5
+    b = rng.standard_normal((h, s, s))
+    layers = [[rng.standard_normal((n, h, s, dh)) for _ in range(4)] for _ in range(2)]   # q, k, v, dO
+    dAs = [ns["score_bias_layer"](q, k, v, b, dO) for q, k, v, dO in layers]
+    db = ns["bias_grad_over_layers"](dAs)
+    bt = torch.tensor(b, requires_grad=True)
+    total = 0
+    for q, k, v, dO in layers:
+        out = torch.nn.functional.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)), attn_mask=bt)
+        total = total + (out * torch.tensor(dO)).sum()
+    total.backward()
+    ours = 0
+    for q, k, v, dO in layers:
+        _, cache = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=b)
+        ours = ours + F.scaled_dot_product_attention_backward(dO, cache, attn_mask_grad=True)[3]
+    close("two layers, one bias", db=(db, bt.grad.numpy()), sdpa=(ours, bt.grad.numpy()))
