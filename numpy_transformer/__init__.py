@@ -17,7 +17,7 @@ from .oracle import check_against_torch, check_against_torch_module
 from . import data, optim
 from .loss import CrossEntropyLoss
 from .model import TransformerModel
-from .gpt import GPT, GPTConfig
+from .gpt import GPT, GPTConfig, llama_config
 from .nn import KVCache
 from .nn import FeedForward, GroupedQueryAttention, TransformerBlock
 from .nn import RotaryEmbedding
@@ -39,7 +39,7 @@ __all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_
 __all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
 __all__ += ["check_against_torch", "check_against_torch_module"]
 __all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
-__all__ += ["GPT", "GPTConfig", "KVCache", "generation"]
+__all__ += ["GPT", "GPTConfig", "llama_config", "KVCache", "generation"]
 __all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
 __all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
 __all__ += ["RotaryEmbedding"]
