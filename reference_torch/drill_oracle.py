@@ -101,6 +101,13 @@ def _relative_position_bias(c):
     return res
 
 
+def _alibi(c):
+    """The paper's get_slopes and bias (reference_torch.position_bias, torch ops)."""
+    from .position_bias import alibi_bias, alibi_get_slopes
+    return {"slopes": np.asarray(alibi_get_slopes(c["num_heads"]), dtype=np.float64),
+            "bias": alibi_bias(c["num_heads"], c["S"], c["T"]).numpy()}
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -119,6 +126,7 @@ _RUNNERS = {
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
     "relative_position_bias": _relative_position_bias,
+    "alibi": _alibi,
     "positional_encoding": _positional,
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
                                                   "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),

@@ -153,6 +153,11 @@ def relative_position_bias_backward(dbias, m):
     m.backward(dbias)
     return m.relative_attention_bias.weight.grad
 """,
+    "alibi": """
+from numpy_transformer import functional as F
+def alibi_slopes(num_heads): return F.alibi_slopes(num_heads)
+def alibi_bias(num_heads, s, t): return F.alibi_bias(num_heads, s, t)
+""",
     "cross_entropy": """
 import numpy as np
 from numpy_transformer import functional as F
@@ -341,6 +346,12 @@ MISTAKES = {
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
 
+    ("alibi", "alibi_geometric_for_any_h"): [("    if p == num_heads:\n        return _geometric(p)\n",
+                                                "    return _geometric(num_heads)\n")],
+    ("alibi", "alibi_slopes_from_zero"): [("np.arange(1, n + 1) / n", "np.arange(0, n) / n")],
+    ("alibi", "alibi_sign_flipped"): [("return alibi_slopes(num_heads)[:, None, None] * rel[None]",
+                                       "return -alibi_slopes(num_heads)[:, None, None] * rel[None]")],
+    ("alibi", "alibi_top_left_aligned"): [("(np.arange(s)[:, None] + t - s)", "np.arange(s)[:, None]")],
     ("relative_position_bias", "rpb_repeated_buckets_dropped"): [
         ("np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T)", "dW[buckets.reshape(-1)] += dbias.reshape(H, -1).T")],
     ("relative_position_bias", "rpb_sign_flipped"): [

@@ -539,3 +539,29 @@ def swiglu_impl(branch="correct", backward="correct"):
         return dx, dW_gate, dW_up, dW_down
 
     return SimpleNamespace(swiglu_forward=swiglu_forward, swiglu_backward=swiglu_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# alibi
+# --------------------------------------------------------------------------------------------------
+
+
+def alibi_impl(slopes="paper", start=1, sign=-1.0, align="end"):
+    """``slopes="geometric"``: 2^(-8 i / H) for every H; ``start``: the first i; ``sign``: of m * (i - j);
+    ``align="top_left"``: query i at key position i (instead of i + T - S)."""
+
+    def geometric(n):
+        return 2.0 ** (-8.0 * np.arange(start, start + n) / n)
+
+    def alibi_slopes(h):
+        p = 2 ** int(math.floor(math.log2(h)))
+        if slopes == "geometric" or p == h:
+            return geometric(h)
+        return np.concatenate([geometric(p), geometric(2 * p)[0::2][:h - p]])
+
+    def alibi_bias(h, s, t):
+        offset = 0 if align == "top_left" else t - s
+        dist = (np.arange(s)[:, None] + offset) - np.arange(t)[None, :]       # (S, T) query - key
+        return sign * alibi_slopes(h)[:, None, None] * dist[None]
+
+    return SimpleNamespace(alibi_slopes=alibi_slopes, alibi_bias=alibi_bias)
