@@ -108,6 +108,16 @@ def _alibi(c):
             "bias": alibi_bias(c["num_heads"], c["S"], c["T"]).numpy()}
 
 
+def _learned_positions(c):
+    """torch's twin of nt.LearnedPositionalEmbedding (table.torch_module) with the case's table."""
+    import numpy_transformer as nt
+    W = np.asarray(c["W"], dtype=np.float64)
+    m = nt.LearnedPositionalEmbedding(W.shape[0], W.shape[1], dtype=np.float64)
+    m.weight.data[...] = W
+    tm, out, dx = _module(m, c["x"], c["dy"], offset=c["offset"])
+    return {"y": _np(out), "dx": _np(dx), "dW": _np(tm.weight.grad)}
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -127,6 +137,7 @@ _RUNNERS = {
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
     "relative_position_bias": _relative_position_bias,
     "alibi": _alibi,
+    "learned_positions": _learned_positions,
     "positional_encoding": _positional,
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
                                                   "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),

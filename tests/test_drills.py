@@ -153,6 +153,16 @@ def relative_position_bias_backward(dbias, m):
     m.backward(dbias)
     return m.relative_attention_bias.weight.grad
 """,
+    "learned_positions": """
+import numpy as np
+from numpy_transformer import nn
+def learned_positions_forward(x, W, offset=0):
+    m = nn.LearnedPositionalEmbedding(W.shape[0], W.shape[1], dtype=np.float64)
+    m.weight.data[...] = W
+    return m(x, offset=offset), m
+def learned_positions_backward(dy, m):
+    return m.backward(dy), m.weight.grad
+""",
     "alibi": """
 from numpy_transformer import functional as F
 def alibi_slopes(num_heads): return F.alibi_slopes(num_heads)
@@ -346,6 +356,12 @@ MISTAKES = {
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
 
+    ("learned_positions", "lpe_batch_not_summed"): [("dW[offset:offset + s] = dy.sum(axis=0)",
+                                                      "dW[offset:offset + s] = dy[0]")],
+    ("learned_positions", "lpe_batch_averaged"): [("dW[offset:offset + s] = dy.sum(axis=0)",
+                                                    "dW[offset:offset + s] = dy.mean(axis=0)")],
+    ("learned_positions", "lpe_offset_ignored"): [("return x + W[offset:offset + s], (W.shape, offset, s)",
+                                                    "return x + W[:s], (W.shape, 0, s)")],
     ("alibi", "alibi_geometric_for_any_h"): [("    if p == num_heads:\n        return _geometric(p)\n",
                                                 "    return _geometric(num_heads)\n")],
     ("alibi", "alibi_slopes_from_zero"): [("np.arange(1, n + 1) / n", "np.arange(0, n) / n")],

@@ -565,3 +565,27 @@ def alibi_impl(slopes="paper", start=1, sign=-1.0, align="end"):
         return sign * alibi_slopes(h)[:, None, None] * dist[None]
 
     return SimpleNamespace(alibi_slopes=alibi_slopes, alibi_bias=alibi_bias)
+
+
+# --------------------------------------------------------------------------------------------------
+# learned positions
+# --------------------------------------------------------------------------------------------------
+
+
+def learned_positions_impl(reduce="sum", offset_mode="used"):
+    """``reduce``: "sum" (correct), "first" (batch row 0 only) or "mean" over the batch;
+    ``offset_mode="ignored"``: the rows from 0 whatever the offset."""
+
+    def learned_positions_forward(x, W, offset=0):
+        s = x.shape[1]
+        o = 0 if offset_mode == "ignored" else offset
+        return x + W[o:o + s], (W.shape, o, s)
+
+    def learned_positions_backward(dy, cache):
+        shape, o, s = cache
+        dW = np.zeros(shape)
+        dW[o:o + s] = {"sum": dy.sum(axis=0), "first": dy[0], "mean": dy.mean(axis=0)}[reduce]
+        return dy.copy(), dW
+
+    return SimpleNamespace(learned_positions_forward=learned_positions_forward,
+                           learned_positions_backward=learned_positions_backward)

@@ -63,6 +63,7 @@ from .swiglu import SWIGLU
 from .embedding import EMBEDDING
 from .relative_position_bias import RELATIVE_POSITION_BIAS
 from .alibi import ALIBI
+from .learned_positions import LEARNED_POSITIONS
 from .cross_entropy import CROSS_ENTROPY
 from .positional_encoding import POSITIONAL
 from .rope import ROPE
@@ -72,7 +73,8 @@ from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, EMBEDDING,
-                                 RELATIVE_POSITION_BIAS, ALIBI, CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
+                                 RELATIVE_POSITION_BIAS, ALIBI, CROSS_ENTROPY, POSITIONAL, LEARNED_POSITIONS,
+                                 ROPE, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -83,7 +85,7 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "ALIBI"]
+           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "ALIBI", "LEARNED_POSITIONS"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
