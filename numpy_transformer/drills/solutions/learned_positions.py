@@ -10,7 +10,7 @@ def learned_positions_forward(x, W, offset=0):
 
 
 def learned_positions_backward(dy, cache):
-    """dx = dy (the add passes it through); dW[offset:offset+S] = the sum over the batch of dy, since
+    """dx = dy (the add passes it through); dW[offset:offset+S] = the batch sum of dy, since
     every batch row used those same rows; the other rows were not used and get zero."""
     shape, offset, s = cache
     dW = np.zeros(shape)
