@@ -101,6 +101,14 @@ def _relative_position_bias(c):
     return res
 
 
+def _dropout(c):
+    # torch's own generator cannot replay NumPy's draw: the drill's keep-mask (rng.random(x.shape) >= p
+    # from the case's seed) goes to the table's dropout op, which applies it with torch's operators
+    keep = np.random.default_rng(int(c["seed"])).random(c["x"].shape) >= c["p"]
+    return _op("dropout", {"x": c["x"]}, {"p": c["p"], "training": c["training"], "mask": keep}, c["dy"],
+               {"y": "out", "dx": "x"})
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -114,6 +122,7 @@ _RUNNERS = {
                                           "dW_down": "w_down"}),
     "linear": lambda c: _op("linear", {"x": c["x"], "weight": c["W"], "bias": c["b"]}, {}, c["dy"],
                             {"y": "out", "dx": "x", "dW": "weight", "db": "bias"}),
+    "dropout": _dropout,
     "embedding": lambda c: _op("embedding", {"ids": c["ids"], "weight": c["W"]}, {}, c["dout"],
                                {"out": "out", "dW": "weight"}, nondiff=("ids",)),
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},

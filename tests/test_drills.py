@@ -116,6 +116,11 @@ from numpy_transformer import functional as F
 def swiglu_forward(x, W_gate, W_up, W_down): return F.swiglu_forward(x, W_gate, W_up, W_down)
 def swiglu_backward(dy, cache): return F.swiglu_backward(dy, cache)[:4]
 """,
+    "dropout": """
+from numpy_transformer import functional as F
+def dropout_forward(x, p, rng, training=True): return F.dropout_forward(x, p, training=training, rng=rng)
+def dropout_backward(dy, cache): return F.dropout_backward(dy, cache)
+""",
     "linear": """
 import numpy as np
 from numpy_transformer import nn
@@ -337,6 +342,16 @@ MISTAKES = {
         ("y = x @ W.T + b", "y = x @ W + b"), ("dx = dy @ W ", "dx = dy @ W.T "), ("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
     ("linear", "linear_dW_transposed"): [("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
     ("linear", "linear_db_mean"): [("db = dy2.sum(axis=0)", "db = dy2.mean(axis=0)")],
+
+    ("dropout", "dropout_no_scale"): [("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 1.0")],
+    ("dropout", "dropout_backward_no_scale"): [("return dy * keep * scale", "return dy * keep")],
+    ("dropout", "dropout_backward_resampled"): [
+        ("return x * keep * scale, (keep, scale)", "return x * keep * scale, (rng, p, scale)"),
+        ("keep, scale = cache\n", "rng, p, scale = cache\n    keep = rng.random(dy.shape) >= p\n")],
+    ("dropout", "dropout_applied_at_eval"): [("    if not training:\n        return x.copy(), None\n", "")],
+    ("dropout", "dropout_p_as_keep_probability"): [
+        ("keep = rng.random(x.shape) >= p ", "keep = rng.random(x.shape) < p "),
+        ("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 0.0 if p == 0.0 else 1.0 / p")],
 
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],

@@ -539,3 +539,10 @@ def swiglu_impl(branch="correct", backward="correct"):
         return dx, dW_gate, dW_up, dW_down
 
     return SimpleNamespace(swiglu_forward=swiglu_forward, swiglu_backward=swiglu_backward)
+
+
+# the training drills (dropout, cross-entropy with ignore_index and label smoothing, one AdamW step) live
+# in variants_training.py; re-exported here
+from . import variants_training as _training  # noqa: E402
+
+dropout_impl = _training.dropout_impl

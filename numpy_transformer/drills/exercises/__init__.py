@@ -60,6 +60,7 @@ from .gelu import GELU
 from .silu import SILU
 from .linear import LINEAR
 from .swiglu import SWIGLU
+from .dropout import DROPOUT
 from .embedding import EMBEDDING
 from .relative_position_bias import RELATIVE_POSITION_BIAS
 from .cross_entropy import CROSS_ENTROPY
@@ -70,8 +71,8 @@ from .grouped_query_attention import GQA
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
-EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, EMBEDDING,
-                                 RELATIVE_POSITION_BIAS, CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
+EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
+                                 EMBEDDING, RELATIVE_POSITION_BIAS, CROSS_ENTROPY, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -82,7 +83,7 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU"]
+           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
