@@ -127,6 +127,10 @@ _RUNNERS = {
                                {"out": "out", "dW": "weight"}, nondiff=("ids",)),
     "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
                                    c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
+    "cross_entropy_options": lambda c: _op(
+        "cross_entropy", {"input": c["logits"], "target": c["targets"]},
+        {"ignore_index": c["ignore_index"], "label_smoothing": c["label_smoothing"]}, c["dloss"],
+        {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
     "relative_position_bias": _relative_position_bias,
     "positional_encoding": _positional,
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],

@@ -172,6 +172,12 @@ def cross_entropy_backward(dloss, cache):
     onehot = np.eye(p.shape[1])[targets]
     return (p - onehot) * dloss / p.shape[0]
 """,
+    "cross_entropy_options": """
+from numpy_transformer import functional as F
+def cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.0):
+    return F.cross_entropy_forward(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
+def cross_entropy_backward(dloss, cache): return F.cross_entropy_backward(dloss, cache)
+""",
     "positional_encoding": """
 import numpy as np
 from numpy_transformer import nn
@@ -374,6 +380,17 @@ MISTAKES = {
     ("cross_entropy", "ce_column_subtract"): [("d[np.arange(N), targets] -= 1", "d[:, targets] -= 1")],
     ("cross_entropy", "ce_no_minus_one"): [("d[np.arange(N), targets] -= 1", "pass")],
     ("cross_entropy", "ce_ignored_dloss"): [("return d * (dloss / N)", "return d / N")],
+
+    ("cross_entropy_options", "ceo_ignored_in_denominator"): [("n_keep = keep.sum()", "n_keep = N")],
+    ("cross_entropy_options", "ceo_smoothing_over_v_minus_1"): [
+        ("smooth = -logp.mean(axis=-1)", "smooth = -(logp.sum(axis=-1) - logp[np.arange(N), t]) / (V - 1)"),
+        ("d_smooth = p - 1.0 / V ", "d_smooth = p - (1.0 - np.eye(V)[t]) / (V - 1) ")],
+    ("cross_entropy_options", "ceo_smoothing_on_ignored_rows"): [
+        ("loss = (((1 - e) * nll + e * smooth) * keep).sum() / n_keep",
+         "loss = ((1 - e) * nll * keep + e * smooth).sum() / n_keep"),
+        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll * keep[:, None] + e * d_smooth")],
+    ("cross_entropy_options", "ceo_ignored_rows_get_gradient"): [
+        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll + e * d_smooth")],
 
     ("positional_encoding", "pe_sin_cos_swapped"): [
         ("pe[:, 0::2] = np.sin(angle)", "pe[:, 0::2] = np.cos(angle)"),
@@ -828,6 +845,14 @@ def test_exercise_from_function_names_and_explicit_flag(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # cases: deterministic, edge shapes, and the reference agrees with torch
 # --------------------------------------------------------------------------------------------------
+
+def test_exercises_sharing_function_names_are_told_apart_by_the_file_name(tmp_path):
+    from numpy_transformer.drills.grader import guess_exercise
+    source = solution_source("cross_entropy_options")
+    assert guess_exercise(source, str(tmp_path / "cross_entropy_options.py")).name == "cross_entropy_options"
+    assert guess_exercise(source, str(tmp_path / "ce.py")).name == "cross_entropy"
+    assert guess_exercise(source, str(tmp_path / "mine.py")).name == "cross_entropy"
+
 
 def test_cases_are_deterministic_per_seed():
     ex = drills.EXERCISES["scaled_dot_product_attention"]

@@ -546,3 +546,4 @@ def swiglu_impl(branch="correct", backward="correct"):
 from . import variants_training as _training  # noqa: E402
 
 dropout_impl = _training.dropout_impl
+cross_entropy_options_impl = _training.cross_entropy_options_impl

@@ -53,3 +53,47 @@ def dropout_impl(scale="forward_and_backward", backward_mask="cached", at_eval="
         return dy * mask * s
 
     return SimpleNamespace(dropout_forward=dropout_forward, dropout_backward=dropout_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-entropy with ignore_index and label smoothing
+# --------------------------------------------------------------------------------------------------
+
+
+def cross_entropy_options_impl(denominator="kept", smooth_over="V", smooth_ignored=False, ignored_grad="zero"):
+    """Mean cross-entropy with ``ignore_index`` and ``label_smoothing`` (torch's semantics).
+
+    ``denominator``: "kept" (correct: the number of targets not ignored) or "all" (N); ``smooth_over``:
+    "V" (correct: q = (1 - e) onehot + e / V) or "V-1" (the target gets 1 - e, the V - 1 others
+    e / (V - 1)); ``smooth_ignored``: True gives ignored rows the smoothing term (and its gradient);
+    ``ignored_grad``: "zero" (correct), "p" (the backward forgets to zero ignored rows, whose onehot is
+    zero) or "first_class" (the same, their target replaced by class 0)."""
+
+    def cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.0):
+        n, v = logits.shape
+        e = label_smoothing
+        z = logits - logits.max(axis=-1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        keep = targets != ignore_index
+        t = np.where(keep, targets, 0)
+        onehot = np.eye(v)[t] * keep[:, None]
+        if smooth_over == "V-1":
+            q = (1 - e) * onehot + e / (v - 1) * (1 - np.eye(v)[t]) * keep[:, None]
+        else:
+            q = (1 - e) * onehot + e / v * (np.ones((n, 1)) if smooth_ignored else keep[:, None])
+        denom = float(keep.sum()) if denominator == "kept" else float(n)
+        loss = -(q * logp).sum() / denom
+        return loss, (np.exp(logp), q, keep, t, e, denom)
+
+    def cross_entropy_backward(dloss, cache):
+        p, q, keep, t, e, denom = cache
+        d = p * q.sum(axis=-1, keepdims=True) - q
+        if ignored_grad != "zero":
+            v = p.shape[1]
+            gone = ~keep[:, None]
+            onehot = np.eye(v)[t] if ignored_grad == "first_class" else 0.0
+            d = np.where(gone, (1 - e) * (p - onehot) + e * (p - 1.0 / v), d)
+        return d * (dloss / denom)
+
+    return SimpleNamespace(cross_entropy_forward=cross_entropy_forward,
+                           cross_entropy_backward=cross_entropy_backward)

@@ -1,7 +1,5 @@
 """Inverted dropout, forward and backward."""
 
-import numpy as np
-
 
 def dropout_forward(x, p, rng, training=True):
     """x (any shape) -> (y, cache), y = x * keep / (1 - p), keep = rng.random(x.shape) >= p.
