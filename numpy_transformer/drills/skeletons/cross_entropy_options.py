@@ -3,9 +3,9 @@ reduction='mean'), forward and backward.
 
 Shape letters: N rows (e.g. B*S tokens), V classes. logits (N, V), targets (N,) ints.
 
-* ignore_index: a row whose target equals it costs nothing, gets no gradient and is not counted in the
-  mean: the loss is the sum over the kept rows divided by the number of kept rows. It may be a real
-  class id (0, a padding token) or the default -100 (not a valid index: do not index with it).
+* ignore_index: a row whose target equals it costs nothing, gets no gradient and is not counted in
+  the mean: the loss is the sum over the kept rows divided by the number of kept rows. It may be a
+  real class id (0, a padding token) or the default -100 (not a valid index: do not index with it).
 * label_smoothing e: the target distribution of a kept row with target y is
       q = (1 - e) * onehot(y) + e / V          (the e is spread over all V classes, y included)
   and the row costs -sum_c q_c log softmax(logits)_c.

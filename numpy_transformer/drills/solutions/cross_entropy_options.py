@@ -1,4 +1,5 @@
-"""Cross-entropy with ignore_index and label smoothing (torch's reduction='mean'), forward and backward."""
+"""Cross-entropy with ignore_index and label smoothing (torch's reduction='mean'), forward and
+backward."""
 
 import numpy as np
 

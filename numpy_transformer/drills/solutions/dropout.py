@@ -10,15 +10,15 @@ def dropout_forward(x, p, rng, training=True):
     if not training:
         return x.copy(), None
     keep = rng.random(x.shape) >= p                 # (x's shape) bool: P(keep) = 1 - p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)    # p = 1 drops everything: no 1 / 0
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)    # p = 1 drops all: no 1 / 0
     return x * keep * scale, (keep, scale)
 
 
 def dropout_backward(dy, cache):
     """dy -> dx.
 
-    y = x * c with the constant c = keep / (1 - p) drawn in the forward, so dx = dy * c: the SAME mask
-    (never a new draw) and the same scale.
+    y = x * c with the constant c = keep / (1 - p) drawn in the forward, so dx = dy * c: the SAME
+    mask (never a new draw) and the same scale.
     """
     if cache is None:                               # training=False: the identity
         return dy.copy()
