@@ -5,8 +5,9 @@ drill (``y``, ``dx``, ``dW`` ...). The grader compares them with its NumPy refer
 against the NumPy reference, and torch, when installed, confirms that reference case by case.
 
 Nothing here writes torch code of its own: each exercise maps its inputs onto an op of the torch table
-(:data:`reference_torch.table.OPS`, torch.nn.functional) or, for the module exercises, builds torch's
-module for the reference's own NumPy module (:func:`reference_torch.table.torch_module`). Imported
+(:data:`reference_torch.table.OPS`, torch.nn.functional), or, for the module exercises, builds torch's
+module for the reference's own NumPy module (:func:`reference_torch.table.torch_module`), or, for
+``adamw_step``, runs ``torch.optim.AdamW`` itself. Imported
 lazily by the grading subprocess only (through ``numpy_transformer.oracle``).
 """
 
@@ -109,6 +110,18 @@ def _dropout(c):
                {"y": "out", "dx": "x"})
 
 
+def _adamw(c):
+    # torch.optim.AdamW itself, its state set to the case's (step, exp_avg, exp_avg_sq)
+    p = torch.nn.Parameter(torch.tensor(c["param"], dtype=_DT))
+    p.grad = torch.tensor(c["grad"], dtype=_DT)
+    opt = torch.optim.AdamW([p], lr=c["lr"], betas=c["betas"], eps=c["eps"], weight_decay=c["weight_decay"],
+                            foreach=False)
+    opt.state[p] = {"step": torch.tensor(float(c["step"]), dtype=_DT),
+                    "exp_avg": torch.tensor(c["m"], dtype=_DT), "exp_avg_sq": torch.tensor(c["v"], dtype=_DT)}
+    opt.step()
+    return {"param": _np(p), "m": _np(opt.state[p]["exp_avg"]), "v": _np(opt.state[p]["exp_avg_sq"])}
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -131,6 +144,7 @@ _RUNNERS = {
         "cross_entropy", {"input": c["logits"], "target": c["targets"]},
         {"ignore_index": c["ignore_index"], "label_smoothing": c["label_smoothing"]}, c["dloss"],
         {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
+    "adamw_step": _adamw,
     "relative_position_bias": _relative_position_bias,
     "positional_encoding": _positional,
     "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],

@@ -178,6 +178,20 @@ def cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.
     return F.cross_entropy_forward(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
 def cross_entropy_backward(dloss, cache): return F.cross_entropy_backward(dloss, cache)
 """,
+    "adamw_step": """
+import numpy as np
+from numpy_transformer import nn, optim
+def adamw_step(param, grad, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    p = nn.Parameter(param.copy())
+    p.grad = grad.copy()
+    opt = optim.AdamW([p], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    sd = opt.state_dict()
+    sd["state"] = {0: {"step": float(step), "exp_avg": m.copy(), "exp_avg_sq": v.copy()}}
+    opt.load_state_dict(sd)
+    opt.step()
+    s = opt.state_dict()["state"][0]
+    return p.data, s["exp_avg"], s["exp_avg_sq"]
+""",
     "positional_encoding": """
 import numpy as np
 from numpy_transformer import nn
@@ -391,6 +405,16 @@ MISTAKES = {
         ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll * keep[:, None] + e * d_smooth")],
     ("cross_entropy_options", "ceo_ignored_rows_get_gradient"): [
         ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll + e * d_smooth")],
+
+    ("adamw_step", "adamw_no_bias_correction"): [
+        ("m_hat = m / (1.0 - beta1 ** t)", "m_hat = m"), ("v_hat = v / (1.0 - beta2 ** t)", "v_hat = v")],
+    ("adamw_step", "adamw_l2_not_decoupled"): [
+        ("param = param * (1.0 - lr * weight_decay)           # decoupled weight decay",
+         "grad = grad + weight_decay * param")],
+    ("adamw_step", "adamw_decay_without_lr"): [
+        ("param = param * (1.0 - lr * weight_decay)", "param = param * (1.0 - weight_decay)")],
+    ("adamw_step", "adamw_eps_inside_sqrt"): [("(np.sqrt(v_hat) + eps)", "np.sqrt(v_hat + eps)")],
+    ("adamw_step", "adamw_step_counted_from_zero"): [("t = step + 1 ", "t = step ")],
 
     ("positional_encoding", "pe_sin_cos_swapped"): [
         ("pe[:, 0::2] = np.sin(angle)", "pe[:, 0::2] = np.cos(angle)"),

@@ -547,3 +547,4 @@ from . import variants_training as _training  # noqa: E402
 
 dropout_impl = _training.dropout_impl
 cross_entropy_options_impl = _training.cross_entropy_options_impl
+adamw_impl = _training.adamw_impl

@@ -7,7 +7,6 @@ independently of :mod:`numpy_transformer.functional` and :mod:`numpy_transformer
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -97,3 +96,41 @@ def cross_entropy_options_impl(denominator="kept", smooth_over="V", smooth_ignor
 
     return SimpleNamespace(cross_entropy_forward=cross_entropy_forward,
                            cross_entropy_backward=cross_entropy_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# one AdamW step
+# --------------------------------------------------------------------------------------------------
+
+
+def adamw_impl(bias_correction=True, decay="decoupled", eps_place="outside", count="next"):
+    """One step of torch.optim.AdamW on a copy of ``param``.
+
+    ``bias_correction``: False divides by nothing; ``decay``: "decoupled" (correct: param *= 1 - lr * wd
+    before the Adam step), "l2" (Adam's L2: wd * param added to the gradient), "no_lr" (param *= 1 - wd);
+    ``eps_place``: "outside" (correct: sqrt(v_hat) + eps) or "inside" (sqrt(v_hat + eps)); ``count``:
+    "next" (correct: t = step + 1, the number of this update) or "current" (t = step: the first step
+    divides by 1 - beta^0 = 0)."""
+
+    def adamw_step(param, grad, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        b1, b2 = betas
+        t = step + 1 if count == "next" else step
+        p = param.copy()
+        g = grad
+        if decay == "l2":
+            g = g + weight_decay * p
+        elif decay == "no_lr":
+            p = p * (1 - weight_decay)
+        else:
+            p = p * (1 - lr * weight_decay)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c1 = 1 - b1 ** t if bias_correction else 1.0
+            c2 = 1 - b2 ** t if bias_correction else 1.0
+            m_hat, v_hat = m / c1, v / c2
+            denom = np.sqrt(v_hat + eps) if eps_place == "inside" else np.sqrt(v_hat) + eps
+            p = p - lr * m_hat / denom
+        return p, m, v
+
+    return SimpleNamespace(adamw_step=adamw_step)

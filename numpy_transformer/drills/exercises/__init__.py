@@ -65,6 +65,7 @@ from .embedding import EMBEDDING
 from .relative_position_bias import RELATIVE_POSITION_BIAS
 from .cross_entropy import CROSS_ENTROPY
 from .cross_entropy_options import CROSS_ENTROPY_OPTIONS
+from .adamw_step import ADAMW_STEP
 from .positional_encoding import POSITIONAL
 from .rope import ROPE
 from .scaled_dot_product_attention import ATTENTION
@@ -74,7 +75,7 @@ from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
                                  EMBEDDING, RELATIVE_POSITION_BIAS, CROSS_ENTROPY, CROSS_ENTROPY_OPTIONS,
-                                 POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
+                                 ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -82,12 +83,13 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm",
            "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
            "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu",
-           "label_smoothing": "cross_entropy_options", "ignore_index": "cross_entropy_options"}
+           "label_smoothing": "cross_entropy_options", "ignore_index": "cross_entropy_options",
+           "adamw": "adamw_step", "adam": "adamw_step"}
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT",
-           "CROSS_ENTROPY_OPTIONS"]
+           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
