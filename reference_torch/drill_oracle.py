@@ -122,6 +122,20 @@ def _adamw(c):
     return {"param": _np(p), "m": _np(opt.state[p]["exp_avg"]), "v": _np(opt.state[p]["exp_avg_sq"])}
 
 
+def _kv_cache(c):
+    # the last S rows of torch's causal attention over the T + S positions (True = may attend, aligned
+    # bottom-right); the caches are torch.cat's
+    k = np.concatenate([c["k_cache"], c["k_new"]], axis=2)
+    v = np.concatenate([c["v_cache"], c["v_new"]], axis=2)
+    s, n = c["q"].shape[-2], k.shape[-2]
+    res = _op("scaled_dot_product_attention", {"query": c["q"], "key": k, "value": v},
+              {"attn_mask": np.tril(np.ones((s, n), dtype=bool), n - s)}, np.zeros(c["q"].shape[:-1] + v.shape[-1:]),
+              {"out": "out"})
+    res["k_cache"] = _np(torch.cat([torch.from_numpy(c["k_cache"]), torch.from_numpy(c["k_new"])], dim=2))
+    res["v_cache"] = _np(torch.cat([torch.from_numpy(c["v_cache"]), torch.from_numpy(c["v_new"])], dim=2))
+    return res
+
+
 _RUNNERS = {
     "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
     "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
@@ -154,6 +168,7 @@ _RUNNERS = {
         "scaled_dot_product_attention_gqa", {"query": c["q"], "key": c["k"], "value": c["v"]},
         {"is_causal": c["causal"], "enable_gqa": True}, c["dout"],
         {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
+    "causal_attention_kv_cache": _kv_cache,
     "multi_head_attention": _mha,
     "encoder_layer": _encoder,
 }

@@ -217,6 +217,17 @@ def gqa_forward(q, k, v, causal=False):
     return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal, enable_gqa=True)
 def gqa_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
 """,
+    "causal_attention_kv_cache": """
+import numpy as np
+from numpy_transformer import functional as F
+def kv_cache_attention(q, k_new, v_new, k_cache, v_cache):
+    K, V = np.concatenate([k_cache, k_new], axis=2), np.concatenate([v_cache, v_new], axis=2)
+    S, N = q.shape[-2], K.shape[-2]
+    blocked = np.zeros((S, N), dtype=bool)
+    blocked[:, N - S:] = F.causal_mask(S)     # the modules' convention: True = may NOT attend
+    out, _ = F.scaled_dot_product_attention_forward(q, K, V, attn_mask=~blocked)
+    return out, K, V
+""",
     "multi_head_attention": """
 import numpy as np
 from numpy_transformer import nn, functional as F
@@ -471,6 +482,20 @@ MISTAKES = {
     ("grouped_query_attention", "gqa_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
     ("grouped_query_attention", "gqa_backward_no_rowsum"): [
         ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
+
+    ("causal_attention_kv_cache", "kv_attend_before_append"): [
+        ("(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))", "(q @ np.swapaxes(k_cache, -1, -2)) / np.sqrt(Dh))"),
+        ("blocked = np.triu(np.ones((S, N), dtype=bool), k=N - S + 1)",
+         "blocked = np.triu(np.ones((S, N - S), dtype=bool), k=N - S + 1)"),
+        ("return P @ V, K, V", "return P @ v_cache, K, V")],
+    ("causal_attention_kv_cache", "kv_causal_top_left"): [("k=N - S + 1)", "k=1)")],
+    ("causal_attention_kv_cache", "kv_no_causal_mask_in_chunk"): [
+        ("np.where(blocked, -np.inf, (q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))",
+         "(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh)")],
+    ("causal_attention_kv_cache", "kv_cache_returned_stale"): [("return P @ V, K, V", "return P @ V, k_cache, v_cache")],
+    ("causal_attention_kv_cache", "kv_appended_in_front"): [
+        ("np.concatenate([k_cache, k_new], axis=2)", "np.concatenate([k_new, k_cache], axis=2)"),
+        ("np.concatenate([v_cache, v_new], axis=2)", "np.concatenate([v_new, v_cache], axis=2)")],
 
     ("multi_head_attention", "mha_reshape_only_split"): [
         ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),
@@ -876,6 +901,23 @@ def test_exercises_sharing_function_names_are_told_apart_by_the_file_name(tmp_pa
     assert guess_exercise(source, str(tmp_path / "cross_entropy_options.py")).name == "cross_entropy_options"
     assert guess_exercise(source, str(tmp_path / "ce.py")).name == "cross_entropy"
     assert guess_exercise(source, str(tmp_path / "mine.py")).name == "cross_entropy"
+
+
+def test_kv_cache_step_equals_the_full_causal_forwards_last_rows():
+    """The kv-cache drill's solution and reference: the last S rows of causal attention over T + S."""
+    from numpy_transformer import functional as F
+    sol = _solution_module("causal_attention_kv_cache")
+    ref = drills.EXERCISES["causal_attention_kv_cache"].reference()
+    rng = np.random.default_rng(5)
+    for t, s in [(0, 1), (1, 1), (5, 1), (4, 3), (0, 4)]:
+        q, k = rng.standard_normal((2, 3, t + s, 4)), rng.standard_normal((2, 3, t + s, 4))
+        v = rng.standard_normal((2, 3, t + s, 5))
+        full, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
+        for impl in (sol, ref):
+            out, kc, vc = impl.kv_cache_attention(q[:, :, t:], k[:, :, t:], v[:, :, t:], k[:, :, :t], v[:, :, :t])
+            np.testing.assert_allclose(out, full[:, :, t:], rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(kc, k)
+            np.testing.assert_array_equal(vc, v)
 
 
 def test_cases_are_deterministic_per_seed():

@@ -251,3 +251,38 @@ def encoder_layer_impl(swap_norm=False, residual_grad=True, sum_qkv=True, relu_b
 
     return SimpleNamespace(encoder_layer_forward=encoder_layer_forward,
                            encoder_layer_backward=encoder_layer_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# causal attention with a KV cache: one decoding step (or a chunk of S new positions)
+# --------------------------------------------------------------------------------------------------
+
+
+def kv_cache_impl(order="append_then_attend", causal="bottom_right", stale="none", placement="end"):
+    """``order``: "append_then_attend" (correct) or "attend_then_append" (the new positions attend to the
+    old cache only); ``causal``: "bottom_right" (correct: new position i, at T + i, sees keys j <= T + i),
+    "top_left" (the mask of positions 0..S-1: torch's is_causal=True with S != T) or "none" (no mask
+    among the new positions); ``stale``: "none" (correct), "both" (the caches returned without the new
+    entries) or "v" (the value cache returned stale); ``placement``: "end" (correct) or "front" (the new
+    entries first, the mask still built for the cache-first order)."""
+
+    def cat(cache, new):
+        return np.concatenate([new, cache] if placement == "front" else [cache, new], axis=2)
+
+    def kv_cache_attention(q, k_new, v_new, k_cache, v_cache):
+        s = q.shape[-2]
+        k_all, v_all = cat(k_cache, k_new), cat(v_cache, v_new)
+        keys, values = (k_cache, v_cache) if order == "attend_then_append" else (k_all, v_all)
+        n = keys.shape[-2]
+        if causal == "top_left":
+            blocked = np.triu(np.ones((s, n), dtype=bool), k=1)
+        elif causal == "none" or order == "attend_then_append":
+            blocked = None
+        else:
+            blocked = np.triu(np.ones((s, n), dtype=bool), k=n - s + 1)
+        out, _ = _attend(q, keys, values, blocked, 1.0 / math.sqrt(q.shape[-1]), -1, "before")
+        k_ret = k_cache if stale == "both" else k_all
+        v_ret = v_cache if stale in ("both", "v") else v_all
+        return out, k_ret, v_ret
+
+    return SimpleNamespace(kv_cache_attention=kv_cache_attention)

@@ -70,12 +70,13 @@ from .positional_encoding import POSITIONAL
 from .rope import ROPE
 from .scaled_dot_product_attention import ATTENTION
 from .grouped_query_attention import GQA
+from .causal_attention_kv_cache import KV_CACHE
 from .multi_head_attention import MHA
 from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
                                  EMBEDDING, RELATIVE_POSITION_BIAS, CROSS_ENTROPY, CROSS_ENTROPY_OPTIONS,
-                                 ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, MHA, ENCODER)}
+                                 ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, KV_CACHE, MHA, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -84,12 +85,13 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
            "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu",
            "label_smoothing": "cross_entropy_options", "ignore_index": "cross_entropy_options",
-           "adamw": "adamw_step", "adam": "adamw_step"}
+           "adamw": "adamw_step", "adam": "adamw_step",
+           "kv_cache": "causal_attention_kv_cache", "kv": "causal_attention_kv_cache"}
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT",
-           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP"]
+           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
