@@ -61,6 +61,22 @@ def _mha(c):
             "dWo": _np(tm.out_proj.weight.grad)}
 
 
+def _cross_attention(c):
+    # torch's nn.MultiheadAttention (no biases) called as its decoder layer calls it: (x, memory, memory)
+    from numpy_transformer.drills.exercises import EXERCISES
+    _, attn = EXERCISES["cross_attention"].reference().cross_attention_forward(
+        c["x"], c["memory"], c["Wq"], c["Wk"], c["Wv"], c["Wo"], c["num_heads"])
+    tm = table.torch_module(attn, "torch.nn", np.float64)
+    xt = torch.tensor(c["x"], dtype=_DT, requires_grad=True)
+    mt = torch.tensor(c["memory"], dtype=_DT, requires_grad=True)
+    pad = c["memory_key_padding_mask"]
+    out = tm(xt, mt, mt, key_padding_mask=None if pad is None else torch.from_numpy(pad), need_weights=False)[0]
+    out.backward(torch.tensor(c["dout"], dtype=_DT))
+    dWq, dWk, dWv = tm.in_proj_weight.grad.split(c["x"].shape[-1])
+    return {"out": _np(out), "dx": _np(xt.grad), "dmemory": _np(mt.grad), "dWq": _np(dWq), "dWk": _np(dWk),
+            "dWv": _np(dWv), "dWo": _np(tm.out_proj.weight.grad)}
+
+
 def _encoder(c):
     from numpy_transformer.drills.exercises import EXERCISES
     from numpy_transformer.drills.exercises.encoder_layer import _STATE_KEYS
@@ -170,6 +186,7 @@ _RUNNERS = {
         {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
     "causal_attention_kv_cache": _kv_cache,
     "multi_head_attention": _mha,
+    "cross_attention": _cross_attention,
     "encoder_layer": _encoder,
 }
 

@@ -245,6 +245,20 @@ def mha_backward(dout, m):
     dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
     return dq + dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
 """,
+    "cross_attention": """
+import numpy as np
+from numpy_transformer import nn
+def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
+    m = nn.MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=np.float64)
+    m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])
+    m.out_proj.weight.data[...] = Wo
+    out, _ = m(x, memory, memory, key_padding_mask=memory_key_padding_mask, need_weights=False)
+    return out, m
+def cross_attention_backward(dout, m):
+    dq, dk, dv = m.backward(dout)
+    dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
+    return dq, dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
+""",
     "encoder_layer": """
 import numpy as np
 from numpy_transformer import nn
@@ -539,6 +553,21 @@ MISTAKES = {
         ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.tril(np.ones((S, S), dtype=bool), k=-1)")],
     ("multi_head_attention", "attn_causal_blocks_diagonal"): [
         ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.triu(np.ones((S, S), dtype=bool), k=0)")],
+
+    ("cross_attention", "xattn_dmemory_one_path"): [("dmemory = dk @ Wk + dv @ Wv", "dmemory = dk @ Wk")],
+    ("cross_attention", "xattn_mask_on_query_axis"): [
+        ("memory_key_padding_mask[:, None, None, :]", "memory_key_padding_mask[:, None, :, None]")],
+    ("cross_attention", "xattn_causal_mask"): [
+        ("    m = scores.max(axis=-1, keepdims=True)\n",
+         "    S, T = scores.shape[-2:]\n    scores = np.where(np.triu(np.ones((S, T), dtype=bool), k=1), -np.inf, scores)\n"
+         "    m = scores.max(axis=-1, keepdims=True)\n")],
+    ("cross_attention", "attn_mask_inverted"): [
+        ("memory_key_padding_mask[:, None, None, :]", "~memory_key_padding_mask[:, None, None, :]")],
+    ("cross_attention", "attn_mask_after_softmax"): [
+        ("        scores = np.where(memory_key_padding_mask[:, None, None, :], -np.inf, scores)\n", "        pass\n"),
+        ("    ctx = _merge_heads(P @ vh) ",
+         "    if memory_key_padding_mask is not None:\n"
+         "        P = np.where(memory_key_padding_mask[:, None, None, :], 0.0, P)\n    ctx = _merge_heads(P @ vh) ")],
 
     ("encoder_layer", "attn_mask_inverted"): [
         ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(~mask, -np.inf, scores)")],

@@ -286,3 +286,53 @@ def kv_cache_impl(order="append_then_attend", causal="bottom_right", stale="none
         return out, k_ret, v_ret
 
     return SimpleNamespace(kv_cache_attention=kv_cache_attention)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-attention: queries from x (the decoder), keys and values from memory (the encoder)
+# --------------------------------------------------------------------------------------------------
+
+
+def cross_attention_impl(dmemory="both", mask_axis="keys", causal=False, mask_mode="before"):
+    """Multi-head cross-attention (no biases) with a key padding mask (B, T) of the memory.
+
+    ``dmemory``: "both" (correct: the key and value paths add), "key" or "value" (one path only);
+    ``mask_axis``: "keys" (correct) or "queries" (the (B, T) mask broadcast on the query axis: needs
+    S = T); ``causal``: True applies a causal mask (a self-attention habit); ``mask_mode``: as in
+    :func:`attention_impl` ("before", "after", "inverted" ...)."""
+
+    def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
+        b, s, d = x.shape
+        t = memory.shape[1]
+        q, k, v = x @ Wq.T, memory @ Wk.T, memory @ Wv.T
+        qh, kh, vh = (_split(a, num_heads, "transpose") for a in (q, k, v))
+        blocked = None
+        pad = memory_key_padding_mask
+        if pad is not None:
+            pad = np.asarray(pad, dtype=bool)
+            if mask_mode == "inverted":
+                pad = ~pad
+            blocked = pad[:, None, :, None] if mask_axis == "queries" else pad[:, None, None, :]
+            blocked = np.broadcast_to(blocked, (b, 1, s, t))
+        if causal:
+            c = _causal(s, t, "triu")
+            blocked = c if blocked is None else (blocked | c)
+        ctx, acache = _attend(qh, kh, vh, blocked, 1.0 / math.sqrt(d // num_heads), -1,
+                              "before" if mask_mode == "inverted" else mask_mode)
+        merged = _merge(ctx, "transpose")
+        return merged @ Wo.T, (x, memory, Wq, Wk, Wv, Wo, merged, acache, num_heads)
+
+    def cross_attention_backward(dout, cache):
+        x, memory, Wq, Wk, Wv, Wo, merged, acache, h = cache
+        d = x.shape[-1]
+        dWo = dout.reshape(-1, d).T @ merged.reshape(-1, d)
+        dctx = _split(dout @ Wo, h, "transpose")
+        dqh, dkh, dvh = _attend_backward(dctx, acache)
+        dq, dk, dv = (_merge(a, "transpose") for a in (dqh, dkh, dvh))
+        x2, m2 = x.reshape(-1, d), memory.reshape(-1, d)
+        dWq, dWk, dWv = dq.reshape(-1, d).T @ x2, dk.reshape(-1, d).T @ m2, dv.reshape(-1, d).T @ m2
+        paths = {"both": dk @ Wk + dv @ Wv, "key": dk @ Wk, "value": dv @ Wv}
+        return dq @ Wq, paths[dmemory], dWq, dWk, dWv, dWo
+
+    return SimpleNamespace(cross_attention_forward=cross_attention_forward,
+                           cross_attention_backward=cross_attention_backward)

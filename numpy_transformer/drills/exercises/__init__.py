@@ -72,11 +72,13 @@ from .scaled_dot_product_attention import ATTENTION
 from .grouped_query_attention import GQA
 from .causal_attention_kv_cache import KV_CACHE
 from .multi_head_attention import MHA
+from .cross_attention import CROSS_ATTENTION
 from .encoder_layer import ENCODER, PARAM_KEYS
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
                                  EMBEDDING, RELATIVE_POSITION_BIAS, CROSS_ENTROPY, CROSS_ENTROPY_OPTIONS,
-                                 ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, KV_CACHE, MHA, ENCODER)}
+                                 ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, KV_CACHE, MHA,
+                                 CROSS_ATTENTION, ENCODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -86,12 +88,13 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu",
            "label_smoothing": "cross_entropy_options", "ignore_index": "cross_entropy_options",
            "adamw": "adamw_step", "adam": "adamw_step",
-           "kv_cache": "causal_attention_kv_cache", "kv": "causal_attention_kv_cache"}
+           "kv_cache": "causal_attention_kv_cache", "kv": "causal_attention_kv_cache",
+           "xattn": "cross_attention", "cross": "cross_attention"}
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT",
-           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE"]
+           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE", "CROSS_ATTENTION"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
