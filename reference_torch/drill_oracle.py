@@ -92,6 +92,27 @@ def _encoder(c):
     return res
 
 
+def _decoder(c):
+    # torch.nn.TransformerDecoderLayer built from the reference's own layer (zero attention biases)
+    from numpy_transformer.drills.exercises import EXERCISES
+    from numpy_transformer.drills.exercises.decoder_layer import _DEC_STATE_KEYS
+    _, layer = EXERCISES["decoder_layer"].reference().decoder_layer_forward(
+        c["tgt"], c["memory"], c["params"], c["num_heads"])
+    tm = table.torch_module(layer, "torch.nn", np.float64)
+    tt = torch.tensor(c["tgt"], dtype=_DT, requires_grad=True)
+    mt = torch.tensor(c["memory"], dtype=_DT, requires_grad=True)
+    as_t = (lambda a: None if a is None else torch.from_numpy(np.asarray(a, dtype=bool)))
+    out = tm(tt, mt, tgt_mask=as_t(c["tgt_mask"]), memory_key_padding_mask=as_t(c["memory_key_padding_mask"]))
+    out.backward(torch.tensor(c["dout"], dtype=_DT))
+    p = dict(tm.named_parameters())
+    g = {k: p[key].grad for k, key in _DEC_STATE_KEYS.items()}
+    g["Wq"], g["Wk"], g["Wv"] = p["self_attn.in_proj_weight"].grad.split(c["tgt"].shape[-1])
+    g["cWq"], g["cWk"], g["cWv"] = p["multihead_attn.in_proj_weight"].grad.split(c["tgt"].shape[-1])
+    res = {"out": _np(out), "dtgt": _np(tt.grad), "dmemory": _np(mt.grad)}
+    res.update({f"grads[{k}]": _np(v) for k, v in g.items()})
+    return res
+
+
 def _positional(c):
     from .modules import sinusoidal_table
     return {"pe": _np(sinusoidal_table(c["S"], c["D"], _DT))}
@@ -188,6 +209,7 @@ _RUNNERS = {
     "multi_head_attention": _mha,
     "cross_attention": _cross_attention,
     "encoder_layer": _encoder,
+    "decoder_layer": _decoder,
 }
 
 

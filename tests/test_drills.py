@@ -283,6 +283,33 @@ def encoder_layer_backward(dout, layer):
     g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
     return dx, g
 """,
+    "decoder_layer": """
+import numpy as np
+from numpy_transformer import nn
+NAMES = {"Wo": "self_attn.out_proj.weight", "cWo": "multihead_attn.out_proj.weight", "W1": "linear1.weight",
+         "b1": "linear1.bias", "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight",
+         "beta1": "norm1.bias", "gamma2": "norm2.weight", "beta2": "norm2.bias", "gamma3": "norm3.weight",
+         "beta3": "norm3.bias"}
+def decoder_layer_forward(tgt, memory, params, num_heads, tgt_mask=None, memory_key_padding_mask=None):
+    D, F_ = tgt.shape[-1], params["W1"].shape[0]
+    layer = nn.TransformerDecoderLayer(D, num_heads, dim_feedforward=F_, dropout=0.0, batch_first=True,
+                                       dtype=np.float64)
+    sd = layer.state_dict()
+    for attn, pre in (("self_attn", ""), ("multihead_attn", "c")):
+        sd[attn + ".in_proj_weight"][...] = np.concatenate([params[pre + "Wq"], params[pre + "Wk"], params[pre + "Wv"]])
+        sd[attn + ".in_proj_bias"][...] = 0.0
+        sd[attn + ".out_proj.bias"][...] = 0.0
+    for k, torch_name in NAMES.items():
+        sd[torch_name][...] = params[k]
+    return layer(tgt, memory, tgt_mask=tgt_mask, memory_key_padding_mask=memory_key_padding_mask), layer
+def decoder_layer_backward(dout, layer):
+    dtgt, dmemory = layer.backward(dout)
+    p = dict(layer.named_parameters())
+    g = {k: p[t].grad for k, t in NAMES.items()}
+    g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
+    g["cWq"], g["cWk"], g["cWv"] = np.split(p["multihead_attn.in_proj_weight"].grad, 3)
+    return dtgt, dmemory, g
+""",
 }
 
 
@@ -587,6 +614,19 @@ MISTAKES = {
     ("encoder_layer", "enc_qkv_grads_not_summed"): [("return dx_q + dx_k + dx_v", "return dx_q")],
     ("encoder_layer", "enc_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
     ("encoder_layer", "enc_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
+
+    ("decoder_layer", "dec_dmemory_incomplete"): [("dmemory = dk_ca + dv_ca", "dmemory = dk_ca")],
+    ("decoder_layer", "dec_cross_query_grad_dropped"): [("dh1 = dz2 + dq_ca", "dh1 = dz2")],
+    ("decoder_layer", "dec_residual_grad_dropped"): [
+        ("dh2 = dz3 + _ffn_backward", "dh2 = _ffn_backward"), ("dh1 = dz2 + dq_ca", "dh1 = dq_ca"),
+        ("dtgt = dz1 + dq_sa", "dtgt = dq_sa")],
+    ("decoder_layer", "dec_self_attn_qkv_not_summed"): [("dtgt = dz1 + dq_sa + dk_sa + dv_sa", "dtgt = dz1 + dq_sa")],
+    ("decoder_layer", "dec_causal_in_cross_attention"): [
+        ("    ca, c_ca = _mha_forward(",
+         "    causal = np.triu(np.ones((tgt.shape[1], memory.shape[1]), dtype=bool), k=1)\n"
+         "    pad = causal if pad is None else pad | causal\n    ca, c_ca = _mha_forward(")],
+    ("decoder_layer", "dec_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
+    ("decoder_layer", "dec_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
 }
 
 

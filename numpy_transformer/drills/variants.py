@@ -549,3 +549,8 @@ from . import variants_training as _training  # noqa: E402
 dropout_impl = _training.dropout_impl
 cross_entropy_options_impl = _training.cross_entropy_options_impl
 adamw_impl = _training.adamw_impl
+
+# the decoder layer's variant lives in variants_decoder.py (built on the attention family's pieces)
+from . import variants_decoder as _decoder  # noqa: E402
+
+decoder_layer_impl = _decoder.decoder_layer_impl
