@@ -206,6 +206,9 @@ _RUNNERS = {
         {"is_causal": c["causal"], "enable_gqa": True}, c["dout"],
         {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
     "causal_attention_kv_cache": _kv_cache,
+    "flash_attention_backward": lambda c: _op(
+        "scaled_dot_product_attention", {"query": c["q"], "key": c["k"], "value": c["v"]}, {"is_causal": c["causal"]},
+        c["dout"], {"dq": "query", "dk": "key", "dv": "value"}),
     "multi_head_attention": _mha,
     "cross_attention": _cross_attention,
     "encoder_layer": _encoder,

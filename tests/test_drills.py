@@ -310,6 +310,12 @@ def decoder_layer_backward(dout, layer):
     g["cWq"], g["cWk"], g["cWv"] = np.split(p["multihead_attn.in_proj_weight"].grad, 3)
     return dtgt, dmemory, g
 """,
+    "flash_attention_backward": """
+from numpy_transformer import functional as F
+def flash_attention_backward(q, k, v, out, lse, dout, causal=False, block_q=2, block_k=2):
+    o, cache = F.flash_attention_forward(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+    return F.flash_attention_backward(dout, cache)
+""",
 }
 
 
@@ -627,6 +633,15 @@ MISTAKES = {
          "    pad = causal if pad is None else pad | causal\n    ca, c_ca = _mha_forward(")],
     ("decoder_layer", "dec_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
     ("decoder_layer", "dec_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
+
+    ("flash_attention_backward", "flash_delta_per_tile"): [
+        ("dA = P * (dP - delta[..., r0:r1, :]) * c ",
+         "dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * c ")],
+    ("flash_attention_backward", "flash_lse_not_subtracted"): [("P = np.exp(s - lse[..., r0:r1, None])", "P = np.exp(s)")],
+    ("flash_attention_backward", "flash_dk_dv_not_accumulated"): [
+        ("dv[..., c0:c1, :] += ", "dv[..., c0:c1, :] = "), ("dk[..., c0:c1, :] += ", "dk[..., c0:c1, :] = ")],
+    ("flash_attention_backward", "flash_backward_no_scale"): [
+        ("dA = P * (dP - delta[..., r0:r1, :]) * c ", "dA = P * (dP - delta[..., r0:r1, :]) ")],
 }
 
 

@@ -376,6 +376,7 @@ from . import variants_attention as _attention  # noqa: E402
 attention_impl, mha_impl = _attention.attention_impl, _attention.mha_impl
 encoder_layer_impl = _attention.encoder_layer_impl
 kv_cache_impl, cross_attention_impl = _attention.kv_cache_impl, _attention.cross_attention_impl
+flash_backward_impl = _attention.flash_backward_impl
 _attend, _attend_backward, _causal, _scale_value = (_attention._attend, _attention._attend_backward, _attention._causal,
                                                     _attention._scale_value)
 _split, _merge, _mha_parts = _attention._split, _attention._merge, _attention._mha_parts

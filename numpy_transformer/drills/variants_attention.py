@@ -336,3 +336,45 @@ def cross_attention_impl(dmemory="both", mask_axis="keys", causal=False, mask_mo
 
     return SimpleNamespace(cross_attention_forward=cross_attention_forward,
                            cross_attention_backward=cross_attention_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# the tiled (flash) attention backward from the forward's log-sum-exp
+# --------------------------------------------------------------------------------------------------
+
+
+def flash_backward_impl(delta="row", lse="subtract", accumulate=True, scale=True):
+    """``delta``: "row" (correct: rowsum(dout * out) per whole row) or "tile" (rowsum(dP * P) of each
+    tile); ``lse``: "subtract" (correct: P = exp(s - lse)) or "ignore" (P = exp(s)); ``accumulate=False``:
+    dk and dv assigned per query tile (the last one wins) instead of summed; ``scale=False``: dq and dk
+    without the 1/sqrt(Dh) factor."""
+
+    def flash_attention_backward(q, k, v, out, lse_in, dout, causal=False, block_q=2, block_k=2):
+        s_len, t_len = q.shape[-2], k.shape[-2]
+        c = 1.0 / math.sqrt(q.shape[-1])
+        row_delta = (dout * out).sum(axis=-1, keepdims=True)
+        dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
+        for r0 in range(0, s_len, block_q):
+            r1 = min(r0 + block_q, s_len)
+            qb, dob = q[..., r0:r1, :], dout[..., r0:r1, :]
+            for c0 in range(0, t_len, block_k):
+                c1 = min(c0 + block_k, t_len)
+                kb, vb = k[..., c0:c1, :], v[..., c0:c1, :]
+                sc = (qb @ np.swapaxes(kb, -1, -2)) * c
+                if causal:
+                    sc = np.where(np.arange(c0, c1)[None, :] > np.arange(r0, r1)[:, None], -np.inf, sc)
+                p = np.exp(sc - lse_in[..., r0:r1, None]) if lse == "subtract" else np.exp(sc)
+                dp = dob @ np.swapaxes(vb, -1, -2)
+                dl = (dp * p).sum(axis=-1, keepdims=True) if delta == "tile" else row_delta[..., r0:r1, :]
+                da = p * (dp - dl) * (c if scale else 1.0)
+                dq[..., r0:r1, :] += da @ kb
+                dk_t, dv_t = np.swapaxes(da, -1, -2) @ qb, np.swapaxes(p, -1, -2) @ dob
+                if accumulate:
+                    dk[..., c0:c1, :] += dk_t
+                    dv[..., c0:c1, :] += dv_t
+                else:
+                    dk[..., c0:c1, :] = dk_t
+                    dv[..., c0:c1, :] = dv_t
+        return dq, dk, dv
+
+    return SimpleNamespace(flash_attention_backward=flash_attention_backward)

@@ -73,13 +73,14 @@ from .grouped_query_attention import GQA
 from .causal_attention_kv_cache import KV_CACHE
 from .multi_head_attention import MHA
 from .cross_attention import CROSS_ATTENTION
+from .flash_attention_backward import FLASH_BACKWARD
 from .encoder_layer import ENCODER, PARAM_KEYS
 from .decoder_layer import DECODER
 
 EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
                                  EMBEDDING, RELATIVE_POSITION_BIAS, CROSS_ENTROPY, CROSS_ENTROPY_OPTIONS,
                                  ADAMW_STEP, POSITIONAL, ROPE, ATTENTION, GQA, KV_CACHE, MHA,
-                                 CROSS_ATTENTION, ENCODER, DECODER)}
+                                 CROSS_ATTENTION, FLASH_BACKWARD, ENCODER, DECODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
@@ -91,12 +92,14 @@ ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_prod
            "adamw": "adamw_step", "adam": "adamw_step",
            "kv_cache": "causal_attention_kv_cache", "kv": "causal_attention_kv_cache",
            "xattn": "cross_attention", "cross": "cross_attention",
-           "decoder": "decoder_layer"}
+           "decoder": "decoder_layer",
+           "flash": "flash_attention_backward", "flash_attention": "flash_attention_backward"}
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
            "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT",
-           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE", "CROSS_ATTENTION", "DECODER"]
+           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE", "CROSS_ATTENTION", "DECODER",
+           "FLASH_BACKWARD"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)

@@ -73,8 +73,8 @@ def _ref_adamw():
 
 ADAMW_STEP = Exercise(
     name="adamw_step", difficulty="easy", minutes=10,
-    covers="one torch.optim.AdamW update: decoupled weight decay, moments, bias corrections (t = step + 1), "
-           "eps outside the sqrt",
+    covers="one torch.optim.AdamW update: decoupled weight decay, the moments, bias corrections with "
+           "t = step + 1, eps outside the sqrt",
     functions=("adamw_step",),
     outputs=(("param", "adamw_step"), ("m", "adamw_step"), ("v", "adamw_step")),
     library=("optim.AdamW",), reference_name="numpy_transformer.optim.AdamW (verified)",
