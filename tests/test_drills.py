@@ -1029,6 +1029,32 @@ def test_edge_shapes_are_drawn():
     assert sum(len(np.unique(c["ids"])) < c["ids"].size for c in emb) > 20        # repeated ids
 
 
+
+def test_new_exercises_draw_their_edge_cases():
+    def cases(name, n=40):
+        return [exercises.draw_case(drills.EXERCISES[name], 0, i).inputs for i in range(n)]
+    drop = cases("dropout")
+    assert {c["training"] for c in drop} == {False, True}
+    assert any(c["p"] == 0.0 for c in drop) and any(c["p"] == 1.0 for c in drop)
+    ce = cases("cross_entropy_options")
+    kept = [(c["targets"] != c["ignore_index"]).sum() for c in ce]
+    assert min(kept) >= 1 and any(k < len(c["targets"]) for k, c in zip(kept, ce))     # ignored rows
+    assert any(c["ignore_index"] >= 0 and (c["targets"] == c["ignore_index"]).any() for c in ce)  # a real id
+    assert any(c["label_smoothing"] > 0 for c in ce) and any(c["label_smoothing"] == 0 for c in ce)
+    adam = cases("adamw_step")
+    assert any(c["step"] == 0 and not c["m"].any() for c in adam) and any(c["step"] > 100 for c in adam)
+    assert any(np.abs(c["grad"]).max() < 1e-5 for c in adam) and any(c["weight_decay"] == 0 for c in adam)
+    kv = cases("causal_attention_kv_cache")
+    assert any(c["k_cache"].shape[2] == 0 for c in kv) and any(c["q"].shape[2] > 1 for c in kv)
+    flash = cases("flash_attention_backward")
+    assert any(c["causal"] for c in flash)
+    assert any(c["q"].shape[2] > c["block_q"] and c["k"].shape[2] > c["block_k"] for c in flash)
+    xattn = cases("cross_attention")
+    assert any(c["memory_key_padding_mask"] is not None and c["memory_key_padding_mask"].any() for c in xattn)
+    assert any(c["x"].shape[1] != c["memory"].shape[1] for c in xattn)
+    dec = cases("decoder_layer")
+    assert any(c["tgt_mask"] is None for c in dec) and any(c["memory_key_padding_mask"] is not None for c in dec)
+
 # Exercises whose case in reference_torch/drill_oracle.py is owed by someone else; remove the entry when
 # it lands (the test below fails as a reminder once the oracle knows the exercise).
 PENDING_ORACLE = set()

@@ -25,7 +25,8 @@ Adding an exercise ``NAME``
    and bodies that are only ``raise NotImplementedError`` (a test checks all of this);
 2. ``solutions/NAME.py`` — the reference solution ``drill solution`` prints: self-contained NumPy, the
    same signatures as the skeleton (it must pass ``drill check``);
-3. ``variants.py`` — ``NAME_impl(**knobs)``: an implementation written independently of
+3. ``variants.py`` (or, re-exported there, ``variants_attention.py``, ``variants_training.py``,
+   ``variants_decoder.py``) — ``NAME_impl(**knobs)``: an implementation written independently of
    ``functional``, correct with the default knobs, each knob value reproducing one classic mistake;
 4. ``exercises/NAME.py`` — ``_draw_NAME(rng, i)`` (fixed edge cases first), ``_run_NAME(rec, c)``,
    ``_ref_NAME()`` (on the verified library), and the ``Exercise`` constant with its ``Mistake`` list
