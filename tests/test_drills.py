@@ -116,6 +116,11 @@ from numpy_transformer import functional as F
 def swiglu_forward(x, W_gate, W_up, W_down): return F.swiglu_forward(x, W_gate, W_up, W_down)
 def swiglu_backward(dy, cache): return F.swiglu_backward(dy, cache)[:4]
 """,
+    "dropout": """
+from numpy_transformer import functional as F
+def dropout_forward(x, p, rng, training=True): return F.dropout_forward(x, p, training=training, rng=rng)
+def dropout_backward(dy, cache): return F.dropout_backward(dy, cache)
+""",
     "linear": """
 import numpy as np
 from numpy_transformer import nn
@@ -182,6 +187,26 @@ def cross_entropy_backward(dloss, cache):
     onehot = np.eye(p.shape[1])[targets]
     return (p - onehot) * dloss / p.shape[0]
 """,
+    "cross_entropy_options": """
+from numpy_transformer import functional as F
+def cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.0):
+    return F.cross_entropy_forward(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
+def cross_entropy_backward(dloss, cache): return F.cross_entropy_backward(dloss, cache)
+""",
+    "adamw_step": """
+import numpy as np
+from numpy_transformer import nn, optim
+def adamw_step(param, grad, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    p = nn.Parameter(param.copy())
+    p.grad = grad.copy()
+    opt = optim.AdamW([p], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    sd = opt.state_dict()
+    sd["state"] = {0: {"step": float(step), "exp_avg": m.copy(), "exp_avg_sq": v.copy()}}
+    opt.load_state_dict(sd)
+    opt.step()
+    s = opt.state_dict()["state"][0]
+    return p.data, s["exp_avg"], s["exp_avg_sq"]
+""",
     "positional_encoding": """
 import numpy as np
 from numpy_transformer import nn
@@ -207,6 +232,17 @@ def gqa_forward(q, k, v, causal=False):
     return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal, enable_gqa=True)
 def gqa_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
 """,
+    "causal_attention_kv_cache": """
+import numpy as np
+from numpy_transformer import functional as F
+def kv_cache_attention(q, k_new, v_new, k_cache, v_cache):
+    K, V = np.concatenate([k_cache, k_new], axis=2), np.concatenate([v_cache, v_new], axis=2)
+    S, N = q.shape[-2], K.shape[-2]
+    blocked = np.zeros((S, N), dtype=bool)
+    blocked[:, N - S:] = F.causal_mask(S)     # the modules' convention: True = may NOT attend
+    out, _ = F.scaled_dot_product_attention_forward(q, K, V, attn_mask=~blocked)
+    return out, K, V
+""",
     "multi_head_attention": """
 import numpy as np
 from numpy_transformer import nn, functional as F
@@ -223,6 +259,20 @@ def mha_backward(dout, m):
     dq, dk, dv = m.backward(dout)
     dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
     return dq + dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
+""",
+    "cross_attention": """
+import numpy as np
+from numpy_transformer import nn
+def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
+    m = nn.MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=np.float64)
+    m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])
+    m.out_proj.weight.data[...] = Wo
+    out, _ = m(x, memory, memory, key_padding_mask=memory_key_padding_mask, need_weights=False)
+    return out, m
+def cross_attention_backward(dout, m):
+    dq, dk, dv = m.backward(dout)
+    dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
+    return dq, dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
 """,
     "encoder_layer": """
 import numpy as np
@@ -247,6 +297,39 @@ def encoder_layer_backward(dout, layer):
     g = {k: p[t].grad for k, t in NAMES.items()}
     g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
     return dx, g
+""",
+    "decoder_layer": """
+import numpy as np
+from numpy_transformer import nn
+NAMES = {"Wo": "self_attn.out_proj.weight", "cWo": "multihead_attn.out_proj.weight", "W1": "linear1.weight",
+         "b1": "linear1.bias", "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight",
+         "beta1": "norm1.bias", "gamma2": "norm2.weight", "beta2": "norm2.bias", "gamma3": "norm3.weight",
+         "beta3": "norm3.bias"}
+def decoder_layer_forward(tgt, memory, params, num_heads, tgt_mask=None, memory_key_padding_mask=None):
+    D, F_ = tgt.shape[-1], params["W1"].shape[0]
+    layer = nn.TransformerDecoderLayer(D, num_heads, dim_feedforward=F_, dropout=0.0, batch_first=True,
+                                       dtype=np.float64)
+    sd = layer.state_dict()
+    for attn, pre in (("self_attn", ""), ("multihead_attn", "c")):
+        sd[attn + ".in_proj_weight"][...] = np.concatenate([params[pre + "Wq"], params[pre + "Wk"], params[pre + "Wv"]])
+        sd[attn + ".in_proj_bias"][...] = 0.0
+        sd[attn + ".out_proj.bias"][...] = 0.0
+    for k, torch_name in NAMES.items():
+        sd[torch_name][...] = params[k]
+    return layer(tgt, memory, tgt_mask=tgt_mask, memory_key_padding_mask=memory_key_padding_mask), layer
+def decoder_layer_backward(dout, layer):
+    dtgt, dmemory = layer.backward(dout)
+    p = dict(layer.named_parameters())
+    g = {k: p[t].grad for k, t in NAMES.items()}
+    g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
+    g["cWq"], g["cWk"], g["cWv"] = np.split(p["multihead_attn.in_proj_weight"].grad, 3)
+    return dtgt, dmemory, g
+""",
+    "flash_attention_backward": """
+from numpy_transformer import functional as F
+def flash_attention_backward(q, k, v, out, lse, dout, causal=False, block_q=2, block_k=2):
+    o, cache = F.flash_attention_forward(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
+    return F.flash_attention_backward(dout, cache)
 """,
 }
 
@@ -353,6 +436,16 @@ MISTAKES = {
     ("linear", "linear_dW_transposed"): [("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
     ("linear", "linear_db_mean"): [("db = dy2.sum(axis=0)", "db = dy2.mean(axis=0)")],
 
+    ("dropout", "dropout_no_scale"): [("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 1.0")],
+    ("dropout", "dropout_backward_no_scale"): [("return dy * keep * scale", "return dy * keep")],
+    ("dropout", "dropout_backward_resampled"): [
+        ("return x * keep * scale, (keep, scale)", "return x * keep * scale, (rng, p, scale)"),
+        ("keep, scale = cache\n", "rng, p, scale = cache\n    keep = rng.random(dy.shape) >= p\n")],
+    ("dropout", "dropout_applied_at_eval"): [("    if not training:\n        return x.copy(), None\n", "")],
+    ("dropout", "dropout_p_as_keep_probability"): [
+        ("keep = rng.random(x.shape) >= p ", "keep = rng.random(x.shape) < p "),
+        ("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 0.0 if p == 0.0 else 1.0 / p")],
+
     ("embedding", "embedding_repeated_ids_dropped"): [
         ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
 
@@ -386,6 +479,27 @@ MISTAKES = {
     ("cross_entropy", "ce_column_subtract"): [("d[np.arange(N), targets] -= 1", "d[:, targets] -= 1")],
     ("cross_entropy", "ce_no_minus_one"): [("d[np.arange(N), targets] -= 1", "pass")],
     ("cross_entropy", "ce_ignored_dloss"): [("return d * (dloss / N)", "return d / N")],
+
+    ("cross_entropy_options", "ceo_ignored_in_denominator"): [("n_keep = keep.sum()", "n_keep = N")],
+    ("cross_entropy_options", "ceo_smoothing_over_v_minus_1"): [
+        ("smooth = -logp.mean(axis=-1)", "smooth = -(logp.sum(axis=-1) - logp[np.arange(N), t]) / (V - 1)"),
+        ("d_smooth = p - 1.0 / V ", "d_smooth = p - (1.0 - np.eye(V)[t]) / (V - 1) ")],
+    ("cross_entropy_options", "ceo_smoothing_on_ignored_rows"): [
+        ("loss = (((1 - e) * nll + e * smooth) * keep).sum() / n_keep",
+         "loss = ((1 - e) * nll * keep + e * smooth).sum() / n_keep"),
+        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll * keep[:, None] + e * d_smooth")],
+    ("cross_entropy_options", "ceo_ignored_rows_get_gradient"): [
+        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll + e * d_smooth")],
+
+    ("adamw_step", "adamw_no_bias_correction"): [
+        ("m_hat = m / (1.0 - beta1 ** t)", "m_hat = m"), ("v_hat = v / (1.0 - beta2 ** t)", "v_hat = v")],
+    ("adamw_step", "adamw_l2_not_decoupled"): [
+        ("param = param * (1.0 - lr * weight_decay)           # decoupled weight decay",
+         "grad = grad + weight_decay * param")],
+    ("adamw_step", "adamw_decay_without_lr"): [
+        ("param = param * (1.0 - lr * weight_decay)", "param = param * (1.0 - weight_decay)")],
+    ("adamw_step", "adamw_eps_inside_sqrt"): [("(np.sqrt(v_hat) + eps)", "np.sqrt(v_hat + eps)")],
+    ("adamw_step", "adamw_step_counted_from_zero"): [("t = step + 1 ", "t = step ")],
 
     ("positional_encoding", "pe_sin_cos_swapped"): [
         ("pe[:, 0::2] = np.sin(angle)", "pe[:, 0::2] = np.cos(angle)"),
@@ -443,6 +557,20 @@ MISTAKES = {
     ("grouped_query_attention", "gqa_backward_no_rowsum"): [
         ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
 
+    ("causal_attention_kv_cache", "kv_attend_before_append"): [
+        ("(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))", "(q @ np.swapaxes(k_cache, -1, -2)) / np.sqrt(Dh))"),
+        ("blocked = np.triu(np.ones((S, N), dtype=bool), k=N - S + 1)",
+         "blocked = np.triu(np.ones((S, N - S), dtype=bool), k=N - S + 1)"),
+        ("return P @ V, K, V", "return P @ v_cache, K, V")],
+    ("causal_attention_kv_cache", "kv_causal_top_left"): [("k=N - S + 1)", "k=1)")],
+    ("causal_attention_kv_cache", "kv_no_causal_mask_in_chunk"): [
+        ("np.where(blocked, -np.inf, (q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))",
+         "(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh)")],
+    ("causal_attention_kv_cache", "kv_cache_returned_stale"): [("return P @ V, K, V", "return P @ V, k_cache, v_cache")],
+    ("causal_attention_kv_cache", "kv_appended_in_front"): [
+        ("np.concatenate([k_cache, k_new], axis=2)", "np.concatenate([k_new, k_cache], axis=2)"),
+        ("np.concatenate([v_cache, v_new], axis=2)", "np.concatenate([v_new, v_cache], axis=2)")],
+
     ("multi_head_attention", "mha_reshape_only_split"): [
         ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),
         ("return x.transpose(0, 2, 1, 3).reshape(B, S, H * Dh)", "return x.reshape(B, S, H * Dh)")],
@@ -486,6 +614,21 @@ MISTAKES = {
     ("multi_head_attention", "attn_causal_blocks_diagonal"): [
         ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.triu(np.ones((S, S), dtype=bool), k=0)")],
 
+    ("cross_attention", "xattn_dmemory_one_path"): [("dmemory = dk @ Wk + dv @ Wv", "dmemory = dk @ Wk")],
+    ("cross_attention", "xattn_mask_on_query_axis"): [
+        ("memory_key_padding_mask[:, None, None, :]", "memory_key_padding_mask[:, None, :, None]")],
+    ("cross_attention", "xattn_causal_mask"): [
+        ("    m = scores.max(axis=-1, keepdims=True)\n",
+         "    S, T = scores.shape[-2:]\n    scores = np.where(np.triu(np.ones((S, T), dtype=bool), k=1), -np.inf, scores)\n"
+         "    m = scores.max(axis=-1, keepdims=True)\n")],
+    ("cross_attention", "attn_mask_inverted"): [
+        ("memory_key_padding_mask[:, None, None, :]", "~memory_key_padding_mask[:, None, None, :]")],
+    ("cross_attention", "attn_mask_after_softmax"): [
+        ("        scores = np.where(memory_key_padding_mask[:, None, None, :], -np.inf, scores)\n", "        pass\n"),
+        ("    ctx = _merge_heads(P @ vh) ",
+         "    if memory_key_padding_mask is not None:\n"
+         "        P = np.where(memory_key_padding_mask[:, None, None, :], 0.0, P)\n    ctx = _merge_heads(P @ vh) ")],
+
     ("encoder_layer", "attn_mask_inverted"): [
         ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(~mask, -np.inf, scores)")],
     ("encoder_layer", "attn_mask_after_softmax"): [
@@ -504,6 +647,28 @@ MISTAKES = {
     ("encoder_layer", "enc_qkv_grads_not_summed"): [("return dx_q + dx_k + dx_v", "return dx_q")],
     ("encoder_layer", "enc_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
     ("encoder_layer", "enc_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
+
+    ("decoder_layer", "dec_dmemory_incomplete"): [("dmemory = dk_ca + dv_ca", "dmemory = dk_ca")],
+    ("decoder_layer", "dec_cross_query_grad_dropped"): [("dh1 = dz2 + dq_ca", "dh1 = dz2")],
+    ("decoder_layer", "dec_residual_grad_dropped"): [
+        ("dh2 = dz3 + _ffn_backward", "dh2 = _ffn_backward"), ("dh1 = dz2 + dq_ca", "dh1 = dq_ca"),
+        ("dtgt = dz1 + dq_sa", "dtgt = dq_sa")],
+    ("decoder_layer", "dec_self_attn_qkv_not_summed"): [("dtgt = dz1 + dq_sa + dk_sa + dv_sa", "dtgt = dz1 + dq_sa")],
+    ("decoder_layer", "dec_causal_in_cross_attention"): [
+        ("    ca, c_ca = _mha_forward(",
+         "    causal = np.triu(np.ones((tgt.shape[1], memory.shape[1]), dtype=bool), k=1)\n"
+         "    pad = causal if pad is None else pad | causal\n    ca, c_ca = _mha_forward(")],
+    ("decoder_layer", "dec_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
+    ("decoder_layer", "dec_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
+
+    ("flash_attention_backward", "flash_delta_per_tile"): [
+        ("dA = P * (dP - delta[..., r0:r1, :]) * c ",
+         "dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * c ")],
+    ("flash_attention_backward", "flash_lse_not_subtracted"): [("P = np.exp(s - lse[..., r0:r1, None])", "P = np.exp(s)")],
+    ("flash_attention_backward", "flash_dk_dv_not_accumulated"): [
+        ("dv[..., c0:c1, :] += ", "dv[..., c0:c1, :] = "), ("dk[..., c0:c1, :] += ", "dk[..., c0:c1, :] = ")],
+    ("flash_attention_backward", "flash_backward_no_scale"): [
+        ("dA = P * (dP - delta[..., r0:r1, :]) * c ", "dA = P * (dP - delta[..., r0:r1, :]) ")],
 }
 
 
@@ -841,6 +1006,31 @@ def test_exercise_from_function_names_and_explicit_flag(tmp_path):
 # cases: deterministic, edge shapes, and the reference agrees with torch
 # --------------------------------------------------------------------------------------------------
 
+def test_exercises_sharing_function_names_are_told_apart_by_the_file_name(tmp_path):
+    from numpy_transformer.drills.grader import guess_exercise
+    source = solution_source("cross_entropy_options")
+    assert guess_exercise(source, str(tmp_path / "cross_entropy_options.py")).name == "cross_entropy_options"
+    assert guess_exercise(source, str(tmp_path / "ce.py")).name == "cross_entropy"
+    assert guess_exercise(source, str(tmp_path / "mine.py")).name == "cross_entropy"
+
+
+def test_kv_cache_step_equals_the_full_causal_forwards_last_rows():
+    """The kv-cache drill's solution and reference: the last S rows of causal attention over T + S."""
+    from numpy_transformer import functional as F
+    sol = _solution_module("causal_attention_kv_cache")
+    ref = drills.EXERCISES["causal_attention_kv_cache"].reference()
+    rng = np.random.default_rng(5)
+    for t, s in [(0, 1), (1, 1), (5, 1), (4, 3), (0, 4)]:
+        q, k = rng.standard_normal((2, 3, t + s, 4)), rng.standard_normal((2, 3, t + s, 4))
+        v = rng.standard_normal((2, 3, t + s, 5))
+        full, _ = F.scaled_dot_product_attention_forward(q, k, v, is_causal=True)
+        for impl in (sol, ref):
+            out, kc, vc = impl.kv_cache_attention(q[:, :, t:], k[:, :, t:], v[:, :, t:], k[:, :, :t], v[:, :, :t])
+            np.testing.assert_allclose(out, full[:, :, t:], rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(kc, k)
+            np.testing.assert_array_equal(vc, v)
+
+
 def test_cases_are_deterministic_per_seed():
     ex = drills.EXERCISES["scaled_dot_product_attention"]
     a = [exercises.draw_case(ex, 5, i) for i in range(20)]
@@ -865,6 +1055,32 @@ def test_edge_shapes_are_drawn():
     emb = [exercises.draw_case(drills.EXERCISES["embedding"], 0, i).inputs for i in range(40)]
     assert sum(len(np.unique(c["ids"])) < c["ids"].size for c in emb) > 20        # repeated ids
 
+
+
+def test_new_exercises_draw_their_edge_cases():
+    def cases(name, n=40):
+        return [exercises.draw_case(drills.EXERCISES[name], 0, i).inputs for i in range(n)]
+    drop = cases("dropout")
+    assert {c["training"] for c in drop} == {False, True}
+    assert any(c["p"] == 0.0 for c in drop) and any(c["p"] == 1.0 for c in drop)
+    ce = cases("cross_entropy_options")
+    kept = [(c["targets"] != c["ignore_index"]).sum() for c in ce]
+    assert min(kept) >= 1 and any(k < len(c["targets"]) for k, c in zip(kept, ce))     # ignored rows
+    assert any(c["ignore_index"] >= 0 and (c["targets"] == c["ignore_index"]).any() for c in ce)  # a real id
+    assert any(c["label_smoothing"] > 0 for c in ce) and any(c["label_smoothing"] == 0 for c in ce)
+    adam = cases("adamw_step")
+    assert any(c["step"] == 0 and not c["m"].any() for c in adam) and any(c["step"] > 100 for c in adam)
+    assert any(np.abs(c["grad"]).max() < 1e-5 for c in adam) and any(c["weight_decay"] == 0 for c in adam)
+    kv = cases("causal_attention_kv_cache")
+    assert any(c["k_cache"].shape[2] == 0 for c in kv) and any(c["q"].shape[2] > 1 for c in kv)
+    flash = cases("flash_attention_backward")
+    assert any(c["causal"] for c in flash)
+    assert any(c["q"].shape[2] > c["block_q"] and c["k"].shape[2] > c["block_k"] for c in flash)
+    xattn = cases("cross_attention")
+    assert any(c["memory_key_padding_mask"] is not None and c["memory_key_padding_mask"].any() for c in xattn)
+    assert any(c["x"].shape[1] != c["memory"].shape[1] for c in xattn)
+    dec = cases("decoder_layer")
+    assert any(c["tgt_mask"] is None for c in dec) and any(c["memory_key_padding_mask"] is not None for c in dec)
 
 # Exercises whose case in reference_torch/drill_oracle.py is owed by someone else; remove the entry when
 # it lands (the test below fails as a reminder once the oracle knows the exercise).

@@ -88,10 +88,12 @@ def start(name, directory=".", force=False, now=None, hints=True):
 
 
 def _library_doc(qualname):
-    from .. import functional, nn
+    """``(qualified name, docstring)`` of ``"attr"`` (functional), ``"nn.attr"`` or ``"optim.attr"``."""
+    from .. import functional, nn, optim
     mod, _, attr = qualname.rpartition(".")
-    obj = getattr(nn if mod == "nn" else functional, attr)
-    return f"numpy_transformer.{'nn' if mod == 'nn' else 'functional'}.{attr}", inspect.getdoc(obj) or ""
+    mod = mod if mod in ("nn", "optim") else "functional"
+    obj = getattr({"nn": nn, "optim": optim, "functional": functional}[mod], attr)
+    return f"numpy_transformer.{mod}.{attr}", inspect.getdoc(obj) or ""
 
 
 def solution_text(name):

@@ -375,6 +375,8 @@ from . import variants_attention as _attention  # noqa: E402
 
 attention_impl, mha_impl = _attention.attention_impl, _attention.mha_impl
 encoder_layer_impl = _attention.encoder_layer_impl
+kv_cache_impl, cross_attention_impl = _attention.kv_cache_impl, _attention.cross_attention_impl
+flash_backward_impl = _attention.flash_backward_impl
 _attend, _attend_backward, _causal, _scale_value = (_attention._attend, _attention._attend_backward, _attention._causal,
                                                     _attention._scale_value)
 _split, _merge, _mha_parts = _attention._split, _attention._merge, _attention._mha_parts
@@ -541,51 +543,19 @@ def swiglu_impl(branch="correct", backward="correct"):
     return SimpleNamespace(swiglu_forward=swiglu_forward, swiglu_backward=swiglu_backward)
 
 
-# --------------------------------------------------------------------------------------------------
-# alibi
-# --------------------------------------------------------------------------------------------------
+# ALiBi and learned positions: variants_positions.py, re-exported here
+from . import variants_positions as _positions  # noqa: E402
+
+alibi_impl, learned_positions_impl = _positions.alibi_impl, _positions.learned_positions_impl
 
 
-def alibi_impl(slopes="paper", start=1, sign=-1.0, align="end"):
-    """``slopes="geometric"``: 2^(-8 i / H) for every H; ``start``: the first i; ``sign``: of m * (i - j);
-    ``align="top_left"``: query i at key position i (instead of i + T - S)."""
+from . import variants_training as _training  # noqa: E402
 
-    def geometric(n):
-        return 2.0 ** (-8.0 * np.arange(start, start + n) / n)
+dropout_impl = _training.dropout_impl
+cross_entropy_options_impl = _training.cross_entropy_options_impl
+adamw_impl = _training.adamw_impl
 
-    def alibi_slopes(h):
-        p = 2 ** int(math.floor(math.log2(h)))
-        if slopes == "geometric" or p == h:
-            return geometric(h)
-        return np.concatenate([geometric(p), geometric(2 * p)[0::2][:h - p]])
+# the decoder layer's variant lives in variants_decoder.py (built on the attention family's pieces)
+from . import variants_decoder as _decoder  # noqa: E402
 
-    def alibi_bias(h, s, t):
-        offset = 0 if align == "top_left" else t - s
-        dist = (np.arange(s)[:, None] + offset) - np.arange(t)[None, :]       # (S, T) query - key
-        return sign * alibi_slopes(h)[:, None, None] * dist[None]
-
-    return SimpleNamespace(alibi_slopes=alibi_slopes, alibi_bias=alibi_bias)
-
-
-# --------------------------------------------------------------------------------------------------
-# learned positions
-# --------------------------------------------------------------------------------------------------
-
-
-def learned_positions_impl(reduce="sum", offset_mode="used"):
-    """``reduce``: "sum" (correct), "first" (batch row 0 only) or "mean" over the batch;
-    ``offset_mode="ignored"``: the rows from 0 whatever the offset."""
-
-    def learned_positions_forward(x, W, offset=0):
-        s = x.shape[1]
-        o = 0 if offset_mode == "ignored" else offset
-        return x + W[o:o + s], (W.shape, o, s)
-
-    def learned_positions_backward(dy, cache):
-        shape, o, s = cache
-        dW = np.zeros(shape)
-        dW[o:o + s] = {"sum": dy.sum(axis=0), "first": dy[0], "mean": dy.mean(axis=0)}[reduce]
-        return dy.copy(), dW
-
-    return SimpleNamespace(learned_positions_forward=learned_positions_forward,
-                           learned_positions_backward=learned_positions_backward)
+decoder_layer_impl = _decoder.decoder_layer_impl

@@ -251,3 +251,130 @@ def encoder_layer_impl(swap_norm=False, residual_grad=True, sum_qkv=True, relu_b
 
     return SimpleNamespace(encoder_layer_forward=encoder_layer_forward,
                            encoder_layer_backward=encoder_layer_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# causal attention with a KV cache: one decoding step (or a chunk of S new positions)
+# --------------------------------------------------------------------------------------------------
+
+
+def kv_cache_impl(order="append_then_attend", causal="bottom_right", stale="none", placement="end"):
+    """``order``: "append_then_attend" (correct) or "attend_then_append" (the new positions attend to the
+    old cache only); ``causal``: "bottom_right" (correct: new position i, at T + i, sees keys j <= T + i),
+    "top_left" (the mask of positions 0..S-1: torch's is_causal=True with S != T) or "none" (no mask
+    among the new positions); ``stale``: "none" (correct), "both" (the caches returned without the new
+    entries) or "v" (the value cache returned stale); ``placement``: "end" (correct) or "front" (the new
+    entries first, the mask still built for the cache-first order)."""
+
+    def cat(cache, new):
+        return np.concatenate([new, cache] if placement == "front" else [cache, new], axis=2)
+
+    def kv_cache_attention(q, k_new, v_new, k_cache, v_cache):
+        s = q.shape[-2]
+        k_all, v_all = cat(k_cache, k_new), cat(v_cache, v_new)
+        keys, values = (k_cache, v_cache) if order == "attend_then_append" else (k_all, v_all)
+        n = keys.shape[-2]
+        if causal == "top_left":
+            blocked = np.triu(np.ones((s, n), dtype=bool), k=1)
+        elif causal == "none" or order == "attend_then_append":
+            blocked = None
+        else:
+            blocked = np.triu(np.ones((s, n), dtype=bool), k=n - s + 1)
+        out, _ = _attend(q, keys, values, blocked, 1.0 / math.sqrt(q.shape[-1]), -1, "before")
+        k_ret = k_cache if stale == "both" else k_all
+        v_ret = v_cache if stale in ("both", "v") else v_all
+        return out, k_ret, v_ret
+
+    return SimpleNamespace(kv_cache_attention=kv_cache_attention)
+
+
+# --------------------------------------------------------------------------------------------------
+# cross-attention: queries from x (the decoder), keys and values from memory (the encoder)
+# --------------------------------------------------------------------------------------------------
+
+
+def cross_attention_impl(dmemory="both", mask_axis="keys", causal=False, mask_mode="before"):
+    """Multi-head cross-attention (no biases) with a key padding mask (B, T) of the memory.
+
+    ``dmemory``: "both" (correct: the key and value paths add), "key" or "value" (one path only);
+    ``mask_axis``: "keys" (correct) or "queries" (the (B, T) mask broadcast on the query axis: needs
+    S = T); ``causal``: True applies a causal mask (a self-attention habit); ``mask_mode``: as in
+    :func:`attention_impl` ("before", "after", "inverted" ...)."""
+
+    def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
+        b, s, d = x.shape
+        t = memory.shape[1]
+        q, k, v = x @ Wq.T, memory @ Wk.T, memory @ Wv.T
+        qh, kh, vh = (_split(a, num_heads, "transpose") for a in (q, k, v))
+        blocked = None
+        pad = memory_key_padding_mask
+        if pad is not None:
+            pad = np.asarray(pad, dtype=bool)
+            if mask_mode == "inverted":
+                pad = ~pad
+            blocked = pad[:, None, :, None] if mask_axis == "queries" else pad[:, None, None, :]
+            blocked = np.broadcast_to(blocked, (b, 1, s, t))
+        if causal:
+            c = _causal(s, t, "triu")
+            blocked = c if blocked is None else (blocked | c)
+        ctx, acache = _attend(qh, kh, vh, blocked, 1.0 / math.sqrt(d // num_heads), -1,
+                              "before" if mask_mode == "inverted" else mask_mode)
+        merged = _merge(ctx, "transpose")
+        return merged @ Wo.T, (x, memory, Wq, Wk, Wv, Wo, merged, acache, num_heads)
+
+    def cross_attention_backward(dout, cache):
+        x, memory, Wq, Wk, Wv, Wo, merged, acache, h = cache
+        d = x.shape[-1]
+        dWo = dout.reshape(-1, d).T @ merged.reshape(-1, d)
+        dctx = _split(dout @ Wo, h, "transpose")
+        dqh, dkh, dvh = _attend_backward(dctx, acache)
+        dq, dk, dv = (_merge(a, "transpose") for a in (dqh, dkh, dvh))
+        x2, m2 = x.reshape(-1, d), memory.reshape(-1, d)
+        dWq, dWk, dWv = dq.reshape(-1, d).T @ x2, dk.reshape(-1, d).T @ m2, dv.reshape(-1, d).T @ m2
+        paths = {"both": dk @ Wk + dv @ Wv, "key": dk @ Wk, "value": dv @ Wv}
+        return dq @ Wq, paths[dmemory], dWq, dWk, dWv, dWo
+
+    return SimpleNamespace(cross_attention_forward=cross_attention_forward,
+                           cross_attention_backward=cross_attention_backward)
+
+
+# --------------------------------------------------------------------------------------------------
+# the tiled (flash) attention backward from the forward's log-sum-exp
+# --------------------------------------------------------------------------------------------------
+
+
+def flash_backward_impl(delta="row", lse="subtract", accumulate=True, scale=True):
+    """``delta``: "row" (correct: rowsum(dout * out) per whole row) or "tile" (rowsum(dP * P) of each
+    tile); ``lse``: "subtract" (correct: P = exp(s - lse)) or "ignore" (P = exp(s)); ``accumulate=False``:
+    dk and dv assigned per query tile (the last one wins) instead of summed; ``scale=False``: dq and dk
+    without the 1/sqrt(Dh) factor."""
+
+    def flash_attention_backward(q, k, v, out, lse_in, dout, causal=False, block_q=2, block_k=2):
+        s_len, t_len = q.shape[-2], k.shape[-2]
+        c = 1.0 / math.sqrt(q.shape[-1])
+        row_delta = (dout * out).sum(axis=-1, keepdims=True)
+        dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
+        for r0 in range(0, s_len, block_q):
+            r1 = min(r0 + block_q, s_len)
+            qb, dob = q[..., r0:r1, :], dout[..., r0:r1, :]
+            for c0 in range(0, t_len, block_k):
+                c1 = min(c0 + block_k, t_len)
+                kb, vb = k[..., c0:c1, :], v[..., c0:c1, :]
+                sc = (qb @ np.swapaxes(kb, -1, -2)) * c
+                if causal:
+                    sc = np.where(np.arange(c0, c1)[None, :] > np.arange(r0, r1)[:, None], -np.inf, sc)
+                p = np.exp(sc - lse_in[..., r0:r1, None]) if lse == "subtract" else np.exp(sc)
+                dp = dob @ np.swapaxes(vb, -1, -2)
+                dl = (dp * p).sum(axis=-1, keepdims=True) if delta == "tile" else row_delta[..., r0:r1, :]
+                da = p * (dp - dl) * (c if scale else 1.0)
+                dq[..., r0:r1, :] += da @ kb
+                dk_t, dv_t = np.swapaxes(da, -1, -2) @ qb, np.swapaxes(p, -1, -2) @ dob
+                if accumulate:
+                    dk[..., c0:c1, :] += dk_t
+                    dv[..., c0:c1, :] += dv_t
+                else:
+                    dk[..., c0:c1, :] = dk_t
+                    dv[..., c0:c1, :] = dv_t
+        return dq, dk, dv
+
+    return SimpleNamespace(flash_attention_backward=flash_attention_backward)

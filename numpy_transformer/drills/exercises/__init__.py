@@ -25,7 +25,8 @@ Adding an exercise ``NAME``
    and bodies that are only ``raise NotImplementedError`` (a test checks all of this);
 2. ``solutions/NAME.py`` — the reference solution ``drill solution`` prints: self-contained NumPy, the
    same signatures as the skeleton (it must pass ``drill check``);
-3. ``variants.py`` — ``NAME_impl(**knobs)``: an implementation written independently of
+3. ``variants.py`` (or, re-exported there, ``variants_attention.py``, ``variants_training.py``,
+   ``variants_decoder.py``) — ``NAME_impl(**knobs)``: an implementation written independently of
    ``functional``, correct with the default knobs, each knob value reproducing one classic mistake;
 4. ``exercises/NAME.py`` — ``_draw_NAME(rng, i)`` (fixed edge cases first), ``_run_NAME(rec, c)``,
    ``_ref_NAME()`` (on the verified library), and the ``Exercise`` constant with its ``Mistake`` list
@@ -60,32 +61,48 @@ from .gelu import GELU
 from .silu import SILU
 from .linear import LINEAR
 from .swiglu import SWIGLU
+from .dropout import DROPOUT
 from .embedding import EMBEDDING
 from .relative_position_bias import RELATIVE_POSITION_BIAS
 from .alibi import ALIBI
 from .learned_positions import LEARNED_POSITIONS
 from .cross_entropy import CROSS_ENTROPY
+from .cross_entropy_options import CROSS_ENTROPY_OPTIONS
+from .adamw_step import ADAMW_STEP
 from .positional_encoding import POSITIONAL
 from .rope import ROPE
 from .scaled_dot_product_attention import ATTENTION
 from .grouped_query_attention import GQA
+from .causal_attention_kv_cache import KV_CACHE
 from .multi_head_attention import MHA
+from .cross_attention import CROSS_ATTENTION
+from .flash_attention_backward import FLASH_BACKWARD
 from .encoder_layer import ENCODER, PARAM_KEYS
+from .decoder_layer import DECODER
 
-EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, EMBEDDING,
-                                 RELATIVE_POSITION_BIAS, ALIBI, CROSS_ENTROPY, POSITIONAL, LEARNED_POSITIONS,
-                                 ROPE, ATTENTION, GQA, MHA, ENCODER)}
+EXERCISES = {e.name: e for e in (SOFTMAX, LAYER_NORM, RMS_NORM, GELU, SILU, LINEAR, SWIGLU, DROPOUT,
+                                 EMBEDDING, RELATIVE_POSITION_BIAS, ALIBI, CROSS_ENTROPY, CROSS_ENTROPY_OPTIONS,
+                                 ADAMW_STEP, POSITIONAL, LEARNED_POSITIONS, ROPE, ATTENTION, GQA, KV_CACHE, MHA,
+                                 CROSS_ATTENTION, FLASH_BACKWARD, ENCODER, DECODER)}
 
 ALIASES = {"attention": "scaled_dot_product_attention", "sdpa": "scaled_dot_product_attention",
            "mha": "multi_head_attention", "layernorm": "layer_norm", "ln": "layer_norm",
            "encoder": "encoder_layer", "pe": "positional_encoding", "ce": "cross_entropy",
            "cross-entropy": "cross_entropy", "layer-norm": "layer_norm", "rmsnorm": "rms_norm",
            "rotary": "rope", "t5_bias": "relative_position_bias", "relative_bias": "relative_position_bias",
-           "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu"}
+           "gqa": "grouped_query_attention", "mqa": "grouped_query_attention", "swish": "silu",
+           "label_smoothing": "cross_entropy_options", "ignore_index": "cross_entropy_options",
+           "adamw": "adamw_step", "adam": "adamw_step",
+           "kv_cache": "causal_attention_kv_cache", "kv": "causal_attention_kv_cache",
+           "xattn": "cross_attention", "cross": "cross_attention",
+           "decoder": "decoder_layer",
+           "flash": "flash_attention_backward", "flash_attention": "flash_attention_backward"}
 
 __all__ = ["TOPICS", "topic_of", "Mistake", "Case", "Exercise", "MISSING", "EXERCISES", "ALIASES", "get", "draw_case", "PARAM_KEYS",
            "SOFTMAX", "LAYER_NORM", "RMS_NORM", "GELU", "LINEAR", "EMBEDDING", "CROSS_ENTROPY", "POSITIONAL",
-           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "ALIBI", "LEARNED_POSITIONS"]
+           "ROPE", "ATTENTION", "GQA", "MHA", "ENCODER", "RELATIVE_POSITION_BIAS", "SILU", "SWIGLU", "DROPOUT",
+           "CROSS_ENTROPY_OPTIONS", "ADAMW_STEP", "KV_CACHE", "CROSS_ATTENTION", "DECODER",
+           "FLASH_BACKWARD", "ALIBI", "LEARNED_POSITIONS"]
 
 
 #: the interview topic of each exercise for `drill list` (an exercise may set ``Exercise.topic`` instead)
