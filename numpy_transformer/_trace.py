@@ -28,6 +28,8 @@ Kept off the hot path: modules call :func:`active` (one global lookup) before re
 from __future__ import annotations
 
 import contextlib
+import math
+import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -41,6 +43,8 @@ _ACTIVE: Optional["Trace"] = None
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
 EMBEDDING_STD_RANGE = (0.5, 2.0)   # scaled token embedding std; ~1 expected, ~1/sqrt(D) if sqrt(D) is missing
 EXPLODING_GRAD = 1e4          # a gradient entry larger than this is flagged as exploding
+VANISHING_RATIO = 1e-3        # a layer's input gradient below this x the top layer's: vanishing
+EXPLODING_RATIO = 1e3         # ... above this x the top layer's: exploding
 
 
 @dataclass
@@ -57,6 +61,8 @@ class Record:
     max: float
     note: str = ""
     flag: str = ""
+    norm: float = float("nan")    # the L2 norm of the finite entries (a gradient's size, by layer)
+    array: Optional[np.ndarray] = field(default=None, repr=False)   # a copy, with keep_arrays=True
 
 
 @dataclass
@@ -64,6 +70,23 @@ class Trace:
     """The records of one ``with nt.trace(...)`` block, in execution order."""
     records: List[Record] = field(default_factory=list)
     backward_modules: list = field(default_factory=list, repr=False)   # whose backward ran, in order
+    keep_arrays: bool = False
+
+    def get(self, name, phase="forward", note=None):
+        """The last record called ``name`` in ``phase`` (and with ``note``, when given); KeyError if none."""
+        for r in reversed(self.records):
+            if r.name == name and r.phase == phase and (note is None or r.note == note):
+                return r
+        raise KeyError(f"no {phase} record named {name!r}" + ("" if note is None else f" with note {note!r}"))
+
+    def layer_grad_norms(self):
+        """``{layer name: norm}`` of each layer's input gradient (the residual stream entering it), from
+        the input side up: the numbers ``plot gradients`` draws (``encoder.layers.0`` ...)."""
+        found = {}
+        for r in self.records:
+            if r.phase == "backward" and _LAYER.match(r.name) and r.name not in found:
+                found[r.name] = r.norm
+        return dict(sorted(found.items(), key=lambda kv: _layer_key(kv[0])))
 
     def add(self, name, array, phase="forward", note="", flag=""):
         a = np.asarray(array)
@@ -77,7 +100,9 @@ class Trace:
         if n_bad:
             first = self.first_nonfinite() is None
             flag = _join(flag, f"{n_bad} NaN/inf values" + (" (first NaN/inf of this trace)" if first else ""))
-        record = Record(name, phase, tuple(a.shape), str(a.dtype), *stats, note, flag)
+        norm = float(np.sqrt(np.sum(np.square(finite, dtype=np.float64)))) if finite.size else float("nan")
+        record = Record(name, phase, tuple(a.shape), str(a.dtype), *stats, note, flag, norm,
+                        a.copy() if self.keep_arrays else None)
         if phase in ("backward", "parameter") and a.size and not n_bad:
             if stats[2] == 0.0 and stats[3] == 0.0:
                 record.flag = _join(record.flag, "gradient exactly zero")
@@ -126,7 +151,8 @@ class Trace:
         def num(x):
             return x if np.isfinite(x) else None
         return [dict(name=r.name, phase=r.phase, shape=list(r.shape), dtype=r.dtype, mean=num(r.mean),
-                     std=num(r.std), min=num(r.min), max=num(r.max), note=r.note, flag=r.flag)
+                     std=num(r.std), min=num(r.min), max=num(r.max), norm=num(r.norm), note=r.note,
+                     flag=r.flag)
                 for r in self.records]
 
     def table(self, phase=None, width=WIDTH):
@@ -178,6 +204,14 @@ def _join(a, b):
 
 def active():
     return _ACTIVE is not None
+
+
+_LAYER = re.compile(r"^(.*\.)?layers\.(\d+)$")     # a stack's layer: encoder.layers.3, layers.0, ...
+
+
+def _layer_key(name):
+    m = _LAYER.match(name)
+    return (m.group(1) or "", int(m.group(2)))
 
 
 def _name(module):
@@ -297,6 +331,64 @@ def record_attention(module, cache):
     _ACTIVE.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
 
 
+_BACKWARD_NAMES = {          # the attention backward's intermediates: record name suffix, note
+    "d probs": (".softmax", "dP = dL/d probs (the softmax output's gradient)"),
+    "d scores": (".scores (q k^T / sqrt(Dh))", "dA = dL/d scores (the softmax input's gradient)"),
+    "dq": (".q (heads)", "dq"),
+    "dk": (".k (heads)", "dk"),
+    "dv": (".v (heads)", "dv"),
+}
+
+
+def attention_recorder(module):
+    """The ``record(name, array)`` callable that :meth:`MultiheadAttention.backward` and
+    :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: each
+    intermediate gradient is recorded (phase "backward") under the forward record's name, with the
+    norm of every head in its note (dk, dv: per key/value head) and a flag when some heads' gradients
+    are exactly zero while others' are not (a head cut off from the loss)."""
+    name = _name(module)
+    t = _ACTIVE
+
+    def record(what, g):
+        suffix, note = _BACKWARD_NAMES[what]
+        heads = np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=tuple(i for i in range(g.ndim)
+                                                                            if i != g.ndim - 3)))  # (heads,)
+        shown = " ".join(f"{v:.3g}" for v in heads[:8]) + (" ..." if heads.size > 8 else "")
+        flag = ""
+        zero = np.flatnonzero(heads == 0)
+        if 0 < zero.size < heads.size:
+            flag = f"gradient exactly zero in head(s) {', '.join(map(str, zero[:8]))} (the others' are not)"
+        t.add(name + suffix, g, "backward", note=f"{note}; per-head |g|: {shown}", flag=flag)
+    return record
+
+
+def record_residual(module, grad, where):
+    """A layer's residual stream between its sub-layers: ``grad`` its gradient (phase "backward")."""
+    _ACTIVE.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
+
+
+def _flag_layers(t):
+    """Vanishing or exploding gradients by layer: each layer's input gradient (``layer_grad_norms``)
+    compared with the top layer's (the one nearest the loss) of its stack."""
+    stacks = {}
+    for name, norm in t.layer_grad_norms().items():
+        stacks.setdefault(_layer_key(name)[0], []).append((name, norm))
+    for layers in stacks.values():
+        top_name, top = layers[-1]
+        if len(layers) < 2 or not top > 0 or not math.isfinite(top):
+            continue
+        for name, norm in layers[:-1]:
+            ratio = norm / top
+            if ratio < VANISHING_RATIO:
+                why = f"vanishing gradient: |g| = {norm:.3g}, {ratio:.3g} x the top layer's ({top_name}: {top:.3g})"
+            elif ratio > EXPLODING_RATIO:
+                why = f"exploding gradient: |g| = {norm:.3g}, {ratio:.3g} x the top layer's ({top_name}: {top:.3g})"
+            else:
+                continue
+            r = t.get(name, "backward")
+            r.flag = _join(r.flag, why)
+
+
 def applied_scale_factor(q, k, probs):
     """How many times ``q k^T / sqrt(Dh)`` the softmax's input was, read off the softmax's output.
 
@@ -324,13 +416,21 @@ def applied_scale_factor(q, k, probs):
 
 
 @contextlib.contextmanager
-def trace(*modules):
+def trace(*modules, keep_arrays=False):
     """Record every sub-module's output (forward) and input gradient (backward) while the block runs.
+
+    Inside attention (standard path of :class:`MultiheadAttention`, and :class:`GroupedQueryAttention`)
+    the backward's own intermediates are recorded too: dP (the probabilities' gradient), dA (the
+    scores'), dq, dk, dv per head; inside each encoder layer the residual stream's gradient between its
+    sub-layers. When the block ends, each layer's input gradient is compared with the top layer's:
+    below ``VANISHING_RATIO`` (1e-3) x it is flagged vanishing, above ``EXPLODING_RATIO`` (1e3) exploding.
 
     Parameters
     ----------
     *modules : Module
         Roots whose sub-modules get qualified names (``encoder.layers.0.self_attn``...) in the records.
+    keep_arrays : bool
+        Also keep a copy of every recorded array (``record.array``), e.g. to compare one with torch.
 
     Yields
     ------
@@ -343,13 +443,14 @@ def trace(*modules):
     for root in modules:
         for name, m in root.named_modules():
             object.__setattr__(m, "_trace_name", name or type(root).__name__)
-    previous, _ACTIVE = _ACTIVE, Trace()
+    previous, _ACTIVE = _ACTIVE, Trace(keep_arrays=bool(keep_arrays))
     current = _ACTIVE
     try:
         yield current
     finally:
         _ACTIVE = previous
         _record_parameters(current, modules)
+        _flag_layers(current)
 
 
 def _record_parameters(t, roots):
