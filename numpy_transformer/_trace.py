@@ -88,6 +88,16 @@ class Trace:
                 found[r.name] = r.norm
         return dict(sorted(found.items(), key=lambda kv: _layer_key(kv[0])))
 
+    def layer_param_grad_norms(self):
+        """``{layer name: norm}`` of all of each layer's parameter gradients together (one vector), from
+        the input side up: the by-layer gradient norm of the pre-LN vs post-LN comparison."""
+        sums = {}
+        for r in self.records:
+            m = _IN_LAYER.match(r.name) if r.phase == "parameter" else None
+            if m:
+                sums[m.group(1)] = sums.get(m.group(1), 0.0) + r.norm ** 2
+        return {name: math.sqrt(v) for name, v in sorted(sums.items(), key=_param_key)}
+
     def add(self, name, array, phase="forward", note="", flag=""):
         a = np.asarray(array)
         finite_mask = np.isfinite(a)
@@ -206,12 +216,17 @@ def active():
     return _ACTIVE is not None
 
 
-_LAYER = re.compile(r"^(.*\.)?layers\.(\d+)$")     # a stack's layer: encoder.layers.3, layers.0, ...
+_LAYER = re.compile(r"^(.*\.)?(?:layers|h)\.(\d+)$")   # a stack's layer: encoder.layers.3, GPT's h.0, ...
+_IN_LAYER = re.compile(r"^((?:.*\.)?(?:layers|h)\.\d+)\.")  # a parameter inside one
 
 
 def _layer_key(name):
     m = _LAYER.match(name)
     return (m.group(1) or "", int(m.group(2)))
+
+
+def _param_key(item):
+    return _layer_key(item[0])
 
 
 def _name(module):
