@@ -216,3 +216,17 @@ def test_flags_a_head_whose_gradient_is_exactly_zero():
         m.backward(rng.standard_normal((2, 4, 8)))
     for suffix in (".softmax", ".scores (q k^T / sqrt(Dh))", ".q (heads)", ".k (heads)", ".v (heads)"):
         assert "gradient exactly zero in head(s) 1" in t.get("MultiheadAttention" + suffix, "backward").flag
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_records_both_residual_streams(norm_first):
+    layer = nt.TransformerDecoderLayer(16, 4, 32, dropout=0.0, norm_first=norm_first, dtype=np.float64, seed=0)
+    rng = np.random.default_rng(0)
+    tgt, memory = rng.standard_normal((2, 4, 16)), rng.standard_normal((2, 6, 16))
+    with nt.trace(layer) as t:
+        y = layer(tgt, memory)
+        layer.backward(rng.standard_normal(y.shape))
+    for where in ("between multihead_attn and feed-forward", "between self_attn and multihead_attn"):
+        r = t.get(f"TransformerDecoderLayer residual ({where})", "backward")
+        assert r.shape == (2, 4, 16) and r.norm > 0
+    assert t.get("multihead_attn.k (heads)", "backward").shape == (2, 4, 6, 4)
