@@ -12,15 +12,19 @@ Usage::
     print(t.report())         # a summary line and the flagged rows (what ``train --trace-every`` prints)
 
 Three phases are recorded: ``forward`` (each sub-layer's output, and inside attention the head split,
-the scores and the softmax), ``backward`` (the gradient each sub-layer returns for its input) and
-``parameter`` (each parameter's accumulated gradient, recorded when the block ends if a backward ran
-in it).
+the scores and the softmax), ``backward`` (the gradient each sub-layer returns for its input; inside
+attention the backward's own dP, dA, dq, dk, dv per head, handed over by the attention backward, see
+:func:`attention_recorder`; inside each layer the residual stream's gradient between its sub-layers)
+and ``parameter`` (each parameter's accumulated gradient, recorded when the block ends if a backward
+ran in it).
 
 Health checks (a record's ``flag``): embedding std far from 1 (the ``sqrt(d_model)`` scale missing),
 positional encoding whose position 0 is not ``sin(0)=0, cos(0)=1``, a softmax whose input was not
 ``q k^T / sqrt(Dh)`` (read off its output: the ``1/sqrt(Dh)`` scale missing, at any step, while a
 trained head's large but rightly scaled scores pass), softmax rows not summing to 1, NaN or inf (the
-first record holding one says so), a gradient exactly zero, a gradient entry above ``EXPLODING_GRAD``.
+first record holding one says so), a gradient exactly zero (or exactly zero in some heads only), a
+gradient entry above ``EXPLODING_GRAD``, and by layer a gradient vanishing or exploding relative to the
+top layer's (``VANISHING_RATIO``, ``EXPLODING_RATIO``; ``Trace.layer_grad_norms``).
 
 Kept off the hot path: modules call :func:`active` (one global lookup) before recording anything.
 """

@@ -143,10 +143,11 @@ class GroupedQueryAttention(Module):
         """dout (B, S, D) -> dx (B, S, D), or ``(dx, dattn_bias)`` when the forward had an ``attn_bias``.
 
         The forward read x three times (q, k and v projections), so dx is the sum of the three paths.
-        Under :func:`numpy_transformer.trace` the attention backward's intermediates are recorded
-        (dq and dk are those of the rotated q and k). Each rotation is orthogonal, so its backward rotates the gradient back (by -theta). The bias
+        Each rotation is orthogonal, so its backward rotates the gradient back (by -theta). The bias
         was added to the scores, so its gradient is the scores' gradient dA, summed over the batch
-        when the bias was shared by every batch row (a broadcast forward is a sum backward).
+        when the bias was shared by every batch row (a broadcast forward is a sum backward). Under
+        :func:`numpy_transformer.trace` the attention backward's intermediates are recorded (dq and dk
+        are those of the rotated q and k).
         """
         cache, rq, rk, bias_shape, mask_shape, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
