@@ -32,13 +32,12 @@ Kept off the hot path: modules call :func:`active` (one global lookup) before re
 from __future__ import annotations
 
 import contextlib
-import math
-import re
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
 
+from . import _trace_grads
 from ._text import WIDTH, fit
 
 _ACTIVE: Optional["Trace"] = None
@@ -47,8 +46,8 @@ _ACTIVE: Optional["Trace"] = None
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
 EMBEDDING_STD_RANGE = (0.5, 2.0)   # scaled token embedding std; ~1 expected, ~1/sqrt(D) if sqrt(D) is missing
 EXPLODING_GRAD = 1e4          # a gradient entry larger than this is flagged as exploding
-VANISHING_RATIO = 1e-3        # a layer's input gradient below this x the top layer's: vanishing
-EXPLODING_RATIO = 1e3         # ... above this x the top layer's: exploding
+VANISHING_RATIO = _trace_grads.VANISHING_RATIO   # by layer: input gradient below 1e-3 x the top layer's
+EXPLODING_RATIO = _trace_grads.EXPLODING_RATIO   # ... above 1e3 x the top layer's
 
 
 @dataclass
@@ -86,21 +85,12 @@ class Trace:
     def layer_grad_norms(self):
         """``{layer name: norm}`` of each layer's input gradient (the residual stream entering it), from
         the input side up: the numbers ``plot gradients`` draws (``encoder.layers.0`` ...)."""
-        found = {}
-        for r in self.records:
-            if r.phase == "backward" and _LAYER.match(r.name) and r.name not in found:
-                found[r.name] = r.norm
-        return dict(sorted(found.items(), key=lambda kv: _layer_key(kv[0])))
+        return _trace_grads.layer_grad_norms(self.records)
 
     def layer_param_grad_norms(self):
         """``{layer name: norm}`` of all of each layer's parameter gradients together (one vector), from
         the input side up: the by-layer gradient norm of the pre-LN vs post-LN comparison."""
-        sums = {}
-        for r in self.records:
-            m = _IN_LAYER.match(r.name) if r.phase == "parameter" else None
-            if m:
-                sums[m.group(1)] = sums.get(m.group(1), 0.0) + r.norm ** 2
-        return {name: math.sqrt(v) for name, v in sorted(sums.items(), key=_param_key)}
+        return _trace_grads.layer_param_grad_norms(self.records)
 
     def add(self, name, array, phase="forward", note="", flag=""):
         a = np.asarray(array)
@@ -220,19 +210,6 @@ def active():
     return _ACTIVE is not None
 
 
-_LAYER = re.compile(r"^(.*\.)?(?:layers|h)\.(\d+)$")   # a stack's layer: encoder.layers.3, GPT's h.0, ...
-_IN_LAYER = re.compile(r"^((?:.*\.)?(?:layers|h)\.\d+)\.")  # a parameter inside one
-
-
-def _layer_key(name):
-    m = _LAYER.match(name)
-    return (m.group(1) or "", int(m.group(2)))
-
-
-def _param_key(item):
-    return _layer_key(item[0])
-
-
 def _name(module):
     return getattr(module, "_trace_name", None) or type(module).__name__
 
@@ -350,62 +327,16 @@ def record_attention(module, cache):
     _ACTIVE.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
 
 
-_BACKWARD_NAMES = {          # the attention backward's intermediates: record name suffix, note
-    "d probs": (".softmax", "dP = dL/d probs (the softmax output's gradient)"),
-    "d scores": (".scores (q k^T / sqrt(Dh))", "dA = dL/d scores (the softmax input's gradient)"),
-    "dq": (".q (heads)", "dq"),
-    "dk": (".k (heads)", "dk"),
-    "dv": (".v (heads)", "dv"),
-}
-
-
 def attention_recorder(module):
     """The ``record(name, array)`` callable that :meth:`MultiheadAttention.backward` and
-    :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: each
-    intermediate gradient is recorded (phase "backward") under the forward record's name, with the
-    norm of every head in its note (dk, dv: per key/value head) and a flag when some heads' gradients
-    are exactly zero while others' are not (a head cut off from the loss)."""
-    name = _name(module)
-    t = _ACTIVE
-
-    def record(what, g):
-        suffix, note = _BACKWARD_NAMES[what]
-        heads = np.sqrt(np.sum(np.square(g, dtype=np.float64), axis=tuple(i for i in range(g.ndim)
-                                                                            if i != g.ndim - 3)))  # (heads,)
-        shown = " ".join(f"{v:.3g}" for v in heads[:8]) + (" ..." if heads.size > 8 else "")
-        flag = ""
-        zero = np.flatnonzero(heads == 0)
-        if 0 < zero.size < heads.size:
-            flag = f"gradient exactly zero in head(s) {', '.join(map(str, zero[:8]))} (the others' are not)"
-        t.add(name + suffix, g, "backward", note=f"{note}; per-head |g|: {shown}", flag=flag)
-    return record
+    :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: it
+    records dP, dA, dq, dk, dv with their per-head norms (:func:`._trace_grads.attention_recorder`)."""
+    return _trace_grads.attention_recorder(_ACTIVE, _name(module))
 
 
 def record_residual(module, grad, where):
     """A layer's residual stream between its sub-layers: ``grad`` its gradient (phase "backward")."""
     _ACTIVE.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
-
-
-def _flag_layers(t):
-    """Vanishing or exploding gradients by layer: each layer's input gradient (``layer_grad_norms``)
-    compared with the top layer's (the one nearest the loss) of its stack."""
-    stacks = {}
-    for name, norm in t.layer_grad_norms().items():
-        stacks.setdefault(_layer_key(name)[0], []).append((name, norm))
-    for layers in stacks.values():
-        top_name, top = layers[-1]
-        if len(layers) < 2 or not top > 0 or not math.isfinite(top):
-            continue
-        for name, norm in layers[:-1]:
-            ratio = norm / top
-            if ratio < VANISHING_RATIO:
-                why = f"vanishing gradient: |g| = {norm:.3g}, {ratio:.3g} x the top layer's ({top_name}: {top:.3g})"
-            elif ratio > EXPLODING_RATIO:
-                why = f"exploding gradient: |g| = {norm:.3g}, {ratio:.3g} x the top layer's ({top_name}: {top:.3g})"
-            else:
-                continue
-            r = t.get(name, "backward")
-            r.flag = _join(r.flag, why)
 
 
 def applied_scale_factor(q, k, probs):
@@ -469,7 +400,7 @@ def trace(*modules, keep_arrays=False):
     finally:
         _ACTIVE = previous
         _record_parameters(current, modules)
-        _flag_layers(current)
+        _trace_grads.flag_layers(current)
 
 
 def _record_parameters(t, roots):
