@@ -12,15 +12,19 @@ Usage::
     print(t.report())         # a summary line and the flagged rows (what ``train --trace-every`` prints)
 
 Three phases are recorded: ``forward`` (each sub-layer's output, and inside attention the head split,
-the scores and the softmax), ``backward`` (the gradient each sub-layer returns for its input) and
-``parameter`` (each parameter's accumulated gradient, recorded when the block ends if a backward ran
-in it).
+the scores and the softmax), ``backward`` (the gradient each sub-layer returns for its input; inside
+attention the backward's own dP, dA, dq, dk, dv per head, handed over by the attention backward, see
+:func:`attention_recorder`; inside each layer the residual stream's gradient between its sub-layers)
+and ``parameter`` (each parameter's accumulated gradient, recorded when the block ends if a backward
+ran in it).
 
 Health checks (a record's ``flag``): embedding std far from 1 (the ``sqrt(d_model)`` scale missing),
 positional encoding whose position 0 is not ``sin(0)=0, cos(0)=1``, a softmax whose input was not
 ``q k^T / sqrt(Dh)`` (read off its output: the ``1/sqrt(Dh)`` scale missing, at any step, while a
 trained head's large but rightly scaled scores pass), softmax rows not summing to 1, NaN or inf (the
-first record holding one says so), a gradient exactly zero, a gradient entry above ``EXPLODING_GRAD``.
+first record holding one says so), a gradient exactly zero (or exactly zero in some heads only), a
+gradient entry above ``EXPLODING_GRAD``, and by layer a gradient vanishing or exploding relative to the
+top layer's (``VANISHING_RATIO``, ``EXPLODING_RATIO``; ``Trace.layer_grad_norms``).
 
 Kept off the hot path: modules call :func:`active` (one global lookup) before recording anything.
 """
@@ -33,6 +37,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from . import _trace_grads
 from ._text import WIDTH, fit
 
 _ACTIVE: Optional["Trace"] = None
@@ -41,6 +46,8 @@ _ACTIVE: Optional["Trace"] = None
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
 EMBEDDING_STD_RANGE = (0.5, 2.0)   # scaled token embedding std; ~1 expected, ~1/sqrt(D) if sqrt(D) is missing
 EXPLODING_GRAD = 1e4          # a gradient entry larger than this is flagged as exploding
+VANISHING_RATIO = _trace_grads.VANISHING_RATIO   # by layer: input gradient below 1e-3 x the top layer's
+EXPLODING_RATIO = _trace_grads.EXPLODING_RATIO   # ... above 1e3 x the top layer's
 
 
 @dataclass
@@ -57,6 +64,8 @@ class Record:
     max: float
     note: str = ""
     flag: str = ""
+    norm: float = float("nan")    # the L2 norm of the finite entries (a gradient's size, by layer)
+    array: Optional[np.ndarray] = field(default=None, repr=False)   # a copy, with keep_arrays=True
 
 
 @dataclass
@@ -64,6 +73,24 @@ class Trace:
     """The records of one ``with nt.trace(...)`` block, in execution order."""
     records: List[Record] = field(default_factory=list)
     backward_modules: list = field(default_factory=list, repr=False)   # whose backward ran, in order
+    keep_arrays: bool = False
+
+    def get(self, name, phase="forward", note=None):
+        """The last record called ``name`` in ``phase`` (and with ``note``, when given); KeyError if none."""
+        for r in reversed(self.records):
+            if r.name == name and r.phase == phase and (note is None or r.note == note):
+                return r
+        raise KeyError(f"no {phase} record named {name!r}" + ("" if note is None else f" with note {note!r}"))
+
+    def layer_grad_norms(self):
+        """``{layer name: norm}`` of each layer's input gradient (the residual stream entering it), from
+        the input side up: the numbers ``plot gradients`` draws (``encoder.layers.0`` ...)."""
+        return _trace_grads.layer_grad_norms(self.records)
+
+    def layer_param_grad_norms(self):
+        """``{layer name: norm}`` of all of each layer's parameter gradients together (one vector), from
+        the input side up: the by-layer gradient norm of the pre-LN vs post-LN comparison."""
+        return _trace_grads.layer_param_grad_norms(self.records)
 
     def add(self, name, array, phase="forward", note="", flag=""):
         a = np.asarray(array)
@@ -77,7 +104,9 @@ class Trace:
         if n_bad:
             first = self.first_nonfinite() is None
             flag = _join(flag, f"{n_bad} NaN/inf values" + (" (first NaN/inf of this trace)" if first else ""))
-        record = Record(name, phase, tuple(a.shape), str(a.dtype), *stats, note, flag)
+        norm = float(np.sqrt(np.sum(np.square(finite, dtype=np.float64)))) if finite.size else float("nan")
+        record = Record(name, phase, tuple(a.shape), str(a.dtype), *stats, note, flag, norm,
+                        a.copy() if self.keep_arrays else None)
         if phase in ("backward", "parameter") and a.size and not n_bad:
             if stats[2] == 0.0 and stats[3] == 0.0:
                 record.flag = _join(record.flag, "gradient exactly zero")
@@ -126,7 +155,8 @@ class Trace:
         def num(x):
             return x if np.isfinite(x) else None
         return [dict(name=r.name, phase=r.phase, shape=list(r.shape), dtype=r.dtype, mean=num(r.mean),
-                     std=num(r.std), min=num(r.min), max=num(r.max), note=r.note, flag=r.flag)
+                     std=num(r.std), min=num(r.min), max=num(r.max), norm=num(r.norm), note=r.note,
+                     flag=r.flag)
                 for r in self.records]
 
     def table(self, phase=None, width=WIDTH):
@@ -297,6 +327,18 @@ def record_attention(module, cache):
     _ACTIVE.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
 
 
+def attention_recorder(module):
+    """The ``record(name, array)`` callable that :meth:`MultiheadAttention.backward` and
+    :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: it
+    records dP, dA, dq, dk, dv with their per-head norms (:func:`._trace_grads.attention_recorder`)."""
+    return _trace_grads.attention_recorder(_ACTIVE, _name(module))
+
+
+def record_residual(module, grad, where):
+    """A layer's residual stream between its sub-layers: ``grad`` its gradient (phase "backward")."""
+    _ACTIVE.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
+
+
 def applied_scale_factor(q, k, probs):
     """How many times ``q k^T / sqrt(Dh)`` the softmax's input was, read off the softmax's output.
 
@@ -324,13 +366,21 @@ def applied_scale_factor(q, k, probs):
 
 
 @contextlib.contextmanager
-def trace(*modules):
+def trace(*modules, keep_arrays=False):
     """Record every sub-module's output (forward) and input gradient (backward) while the block runs.
+
+    Inside attention (standard path of :class:`MultiheadAttention`, and :class:`GroupedQueryAttention`)
+    the backward's own intermediates are recorded too: dP (the probabilities' gradient), dA (the
+    scores'), dq, dk, dv per head; inside each encoder layer the residual stream's gradient between its
+    sub-layers. When the block ends, each layer's input gradient is compared with the top layer's:
+    below ``VANISHING_RATIO`` (1e-3) x it is flagged vanishing, above ``EXPLODING_RATIO`` (1e3) exploding.
 
     Parameters
     ----------
     *modules : Module
         Roots whose sub-modules get qualified names (``encoder.layers.0.self_attn``...) in the records.
+    keep_arrays : bool
+        Also keep a copy of every recorded array (``record.array``), e.g. to compare one with torch.
 
     Yields
     ------
@@ -343,13 +393,14 @@ def trace(*modules):
     for root in modules:
         for name, m in root.named_modules():
             object.__setattr__(m, "_trace_name", name or type(root).__name__)
-    previous, _ACTIVE = _ACTIVE, Trace()
+    previous, _ACTIVE = _ACTIVE, Trace(keep_arrays=bool(keep_arrays))
     current = _ACTIVE
     try:
         yield current
     finally:
         _ACTIVE = previous
         _record_parameters(current, modules)
+        _trace_grads.flag_layers(current)
 
 
 def _record_parameters(t, roots):

@@ -8,9 +8,15 @@ Each line has a ``kind`` and a ``step`` (the number of optimisation steps done w
                        "tokens": 512, "steps": 1}
     {"kind": "val",    "step": 200, "loss": 0.93, "token_accuracy": 0.71, "sequence_accuracy": 0.02,
                        "examples": 1000, "final": false}
-    {"kind": "trace",  "step": 300, "summary": "...", "problems": [...], "records": [...]}
+    {"kind": "trace",  "step": 300, "summary": "...", "problems": [...],
+                       "grad_norms": {"encoder.layers.0": 0.41, ...},
+                       "param_grad_norms": {"encoder.layers.0": 1.7, ...}, "records": [...]}
     {"kind": "resume", "step": 400, "time": "..."}
     {"kind": "end",    "step": 1000, "wall_seconds": 71.3}
+
+A ``trace`` line's ``grad_norms`` are each layer's input gradient norm (the residual stream entering
+it) and ``param_grad_norms`` the norm of all its parameter gradients together, from the input side up
+(``plot gradients``).
 
 ``train`` lines average the last ``steps`` optimisation steps (``--log-every``; 1 = every step).
 Non-finite numbers are written as ``null`` (standard JSON).

@@ -12,6 +12,8 @@
       (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
   plot training LOG --out training.png
       loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl)
+  plot gradients LOG --out gradients.png
+      gradient norms by layer over training (vanishing/exploding), from a log of ``train --trace-every N``
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ def register(subparsers):
     t.add_argument("--smooth", type=int, metavar="N", help="moving average over N log lines (default ~1/50 of the run)")
     t.add_argument("--out", default="training.png", help="PNG to write (default training.png)")
     t.set_defaults(func=run_training)
+
+    g = sub.add_parser("gradients", help="gradient norms by layer over training, from a train --trace-every log")
+    g.add_argument("log", help="the JSON-lines log written by train --trace-every N (run.npz -> run.log.jsonl)")
+    g.add_argument("--out", default="gradients.png", help="PNG to write (default gradients.png)")
+    g.set_defaults(func=run_gradients)
 
 
 def _error(msg):
@@ -283,6 +290,33 @@ def run_positional(args):
         table = sinusoidal_table(args.max_len, args.d_model)
         return plot_positional(table, args.out, dims=args.dims,
                                title=f"sinusoidal positional encoding, d_model {args.d_model}")
+    return _guarded(draw)
+
+
+def _read_log(path):
+    import os
+    from ..runlog import read_log
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"log {path} does not exist (train writes it next to --save: "
+                                "run.npz -> run.log.jsonl)")
+    return read_log(path)
+
+
+def _log_title(path, entries):
+    start = next((e for e in entries if e.get("kind") == "start"), {})
+    cfg = start.get("config") or {}
+    title = f"training log {path}"
+    if cfg:
+        title += (f"\ntask {cfg.get('task')}, d_model {cfg.get('d_model')}, {cfg.get('num_layers')} layers, "
+                  f"{'pre' if cfg.get('norm_first') else 'post'}-LN, {cfg.get('optimizer')} lr {cfg.get('lr')}")
+    return title
+
+
+def run_gradients(args):
+    def draw():
+        from ..plot_gradients import plot_gradients
+        entries = _read_log(args.log)
+        return plot_gradients(entries, args.out, title=_log_title(args.log, entries))
     return _guarded(draw)
 
 

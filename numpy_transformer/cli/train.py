@@ -7,8 +7,8 @@ that ``train --resume`` continues exactly and ``predict``/``evaluate`` load. ``-
 a PyTorch twin in lockstep (same weights, batches and dropout masks) and reports the largest
 difference seen. A JSON-lines log (``--log``, by default ``reverse.log.jsonl`` next to the checkpoint)
 records the training loss, token accuracy and learning rate of every step (``--log-every``) and each
-validation, for ``plot training``; ``--trace-every N`` traces every Nth step (``nt.trace``) and prints
-its health checks.
+validation, for ``plot training``; ``--trace-every N`` traces every Nth step (``nt.trace``), prints
+its health checks and logs its gradient norms by layer, for ``plot gradients``.
 """
 
 from __future__ import annotations
@@ -250,7 +250,9 @@ def run_train(args):
                 else f"trace of step {r.step}: {t.report()}")
         if log is not None:
             log.write("trace", r.step, summary=t.summary(), first_nonfinite=t.first_nonfinite(),
-                      problems=[f"{p.name} ({p.phase}): {p.flag}" for p in t.problems()], records=t.to_dicts())
+                      problems=[f"{p.name} ({p.phase}): {p.flag}" for p in t.problems()],
+                      grad_norms=t.layer_grad_norms(), param_grad_norms=t.layer_param_grad_norms(),
+                      records=t.to_dicts())
 
     def report_eval(step):
         nonlocal last_eval

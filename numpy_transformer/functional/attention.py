@@ -196,7 +196,7 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv), mask_shape)
 
 
-def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False):
+def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False, *, record=None):
     """Backward of attention.  Shapes: dout (..., S, Dv) -> dq (..., S, Dh), dk (..., T, Dh), dv (..., T, Dv).
 
     Forward, step by step: ``A = q k^T * c`` (c the scale), ``P = softmax(A + mask)``,
@@ -234,6 +234,12 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
         Where to write ``(dq, dk, dv)`` (views into a fused buffer, so no copy is needed later).
     attn_mask_grad : bool
         Also return the float ``attn_mask``'s gradient, in its shape: ``(dq, dk, dv, dmask)``.
+    record : callable, optional, keyword-only
+        ``record(name, array)`` is handed this backward's own intermediates as they are computed:
+        ``"d probs"`` (dP, the softmax output's gradient, (..., S, T); a copy, since dA overwrites it
+        in place), ``"d scores"`` (dA, the softmax input's gradient), ``"dq"``, ``"dk"``, ``"dv"``
+        (per head, in q's, k's and v's shapes). :func:`numpy_transformer.trace` passes one; None (the
+        default) costs nothing.
     """
     q, k, v, probs, dcache, scale, _, (hk, hv), mask_shape = cache
     if attn_mask_grad and mask_shape is None:
@@ -252,6 +258,8 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
     del dropped
     if keep is not None:
         dscores *= keep                                                          # dP
+    if record is not None:
+        record("d probs", dscores.copy())                                        # dA overwrites dP below
     map_rows(_softmax_grad_rows, dscores, probs)                                 # dA = P (dP - rowsum(dP P))
     # dq = c dA k and dk = c dA^T q: the scale goes on the small (.., T, Dh) operands, not on dA.
     if hk is None:
@@ -262,6 +270,9 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
         dq = _per_query_head(da_rows @ (k * _scalar(scale, k.dtype)), q.shape[-3])  # (..., Hq, S, Dh)
         dk = np.swapaxes(da_rows, -1, -2) @ _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)  # (..., Hk, T, Dh)
     dq, dk, dv = _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
+    if record is not None:
+        for name, g in (("d scores", dscores), ("dq", dq), ("dk", dk), ("dv", dv)):
+            record(name, g)
     if attn_mask_grad:                                   # d(A + mask)/d mask = 1: the mask's gradient is dA
         return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out), _sum_to(dscores, mask_shape)
     return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out)

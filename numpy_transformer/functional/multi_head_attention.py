@@ -174,7 +174,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
     return out, probs, MultiHeadAttentionCache(in_lin, attn, out_lin, packed, fused, extra)
 
 
-def multi_head_attention_backward(dout, cache, sum_inputs=False):
+def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None):
     """Backward of multi-head attention.  Shapes: dout (B, S, D) -> dquery, dkey, dvalue and weight grads.
 
     Walk the forward in reverse: the output projection is a linear layer; merging heads is a
@@ -185,7 +185,8 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
     When query, key and value are the same array the caller adds the three input gradients: the input
     was used three times. With ``sum_inputs=True`` (self-attention only) that sum is computed directly,
     ``dx = dQKV @ W_in`` in one (N, 3D) x (3D, D) product, and returned as ``dquery`` (``dkey`` and
-    ``dvalue`` are None).
+    ``dvalue`` are None). ``record`` (standard attention only) is handed the attention backward's
+    intermediates, see :func:`scaled_dot_product_attention_backward`.
 
     Returns
     -------
@@ -201,8 +202,11 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False):
     t = attn.k.shape[-2] - bias_kv - zero_attn                                   # the projected keys
     dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
     dctx_heads = dctx.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)             # (B, H, S, Dh) view
-    attention_backward = (flash_attention_backward if isinstance(attn, FlashAttentionCache)
-                          else scaled_dot_product_attention_backward)
+    if isinstance(attn, FlashAttentionCache):
+        attention_backward = flash_attention_backward
+    else:
+        def attention_backward(dctx, attn, out=None):
+            return scaled_dot_product_attention_backward(dctx, attn, out=out, record=record)
     grads = {}
     if fused:
         dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)

@@ -221,7 +221,8 @@ class MultiheadAttention(Module):
         if sum_inputs and not cache.fused:
             raise ValueError("sum_inputs=True needs a self-attention forward (the same array as query, key "
                              "and value)")
-        dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache, sum_inputs=sum_inputs)
+        record = _trace.attention_recorder(self) if _trace.active() and self.attention == "standard" else None
+        dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache, sum_inputs=sum_inputs, record=record)
         for name, g in grads.items():
             owner, _, leaf = name.rpartition(".")
             mod = self.out_proj if owner == "out_proj" else self

@@ -20,6 +20,7 @@ import copy
 
 import numpy as np
 
+from .. import _trace
 from .. import functional as F
 from .._checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
 from ._init import _dtype_of
@@ -270,6 +271,10 @@ class TransformerDecoderLayer(Module):
         dh = self.linear2.backward(self.dropout3.backward(dout))                 # (B, S, F)
         return self.linear1.backward(self.activation.backward(self.dropout.backward(dh)))  # (B, S, D)
 
+    def _record_residual(self, grad, where):
+        if _trace.active():
+            _trace.record_residual(self, grad, where)
+
     def backward(self, dout):
         """dout shaped like the output -> ``(dtgt, dmemory)``; accumulates every parameter's gradient.
 
@@ -288,15 +293,19 @@ class TransformerDecoderLayer(Module):
         dy = check_grad(dout, "dout", shape, self.dtype)                          # (B, S, D)
         if self.norm_first:
             dh = dy + self.norm3.backward(self._ff_block_backward(dy))           # through x + ff(norm3(x))
+            self._record_residual(dh, "between multihead_attn and feed-forward")
             dq, dmem = self._mha_block_backward(dh)                              # through x + mha(norm2(x), m)
             dh = dh + self.norm2.backward(dq)
+            self._record_residual(dh, "between self_attn and multihead_attn")
             dx = dh + self.norm1.backward(self._sa_block_backward(dh))           # through x + sa(norm1(x))
         else:
             dh = self.norm3.backward(dy)                                         # y = norm3(h + ff(h))
             dh = dh + self._ff_block_backward(dh)
+            self._record_residual(dh, "between multihead_attn and feed-forward")
             dh = self.norm2.backward(dh)                                         # h = norm2(g + mha(g, m))
             dq, dmem = self._mha_block_backward(dh)
             dh = dh + dq
+            self._record_residual(dh, "between self_attn and multihead_attn")
             dx = self.norm1.backward(dh)                                         # g = norm1(x + sa(x))
             dx = dx + self._sa_block_backward(dx)
         if unbatched:

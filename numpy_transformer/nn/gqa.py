@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _trace
 from .. import functional as F
 from .._checks import as_generator, check_float_input, check_grad, check_positive_int, check_probability
 from ._init import _dtype_of
@@ -144,12 +145,16 @@ class GroupedQueryAttention(Module):
         The forward read x three times (q, k and v projections), so dx is the sum of the three paths.
         Each rotation is orthogonal, so its backward rotates the gradient back (by -theta). The bias
         was added to the scores, so its gradient is the scores' gradient dA, summed over the batch
-        when the bias was shared by every batch row (a broadcast forward is a sum backward).
+        when the bias was shared by every batch row (a broadcast forward is a sum backward). Under
+        :func:`numpy_transformer.trace` the attention backward's intermediates are recorded (dq and dk
+        are those of the rotated q and k).
         """
         cache, rq, rk, bias_shape, mask_shape, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
         dctx = F._split_heads(self.o_proj.backward(dout), self.num_heads)        # (B, H, S, Dh)
-        grads = F.scaled_dot_product_attention_backward(dctx, cache, attn_mask_grad=bool(bias_shape))
+        record = _trace.attention_recorder(self) if _trace.active() else None    # dP, dA, dq, dk, dv
+        grads = F.scaled_dot_product_attention_backward(dctx, cache, attn_mask_grad=bool(bias_shape),
+                                                        record=record)
         dq, dk, dv = grads[:3]                                                   # dk, dv: (B, Hkv, S, Dh)
         if self.rope:
             dq, dk = F.rope_backward(dq, rq), F.rope_backward(dk, rk)
