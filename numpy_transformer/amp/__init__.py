@@ -4,5 +4,6 @@ optimizer, the norms, the softmax and the loss in float32). See docs/mixed-preci
 """
 
 from .grad_scaler import GradScaler
+from .mixed import Float32Norm, MixedPrecision
 
-__all__ = ["GradScaler"]
+__all__ = ["GradScaler", "MixedPrecision", "Float32Norm"]
