@@ -85,7 +85,8 @@ class GradScaler:
         if isinstance(outputs, np.ndarray):
             if outputs.dtype.kind != "f":
                 raise TypeError(f"outputs must be a float array or number, got dtype {outputs.dtype}")
-            return outputs * outputs.dtype.type(self._scale)
+            with np.errstate(over="ignore"):          # an inf here is what unscale_ finds and step skips
+                return outputs * outputs.dtype.type(self._scale)
         if isinstance(outputs, (bool, np.bool_)) or not isinstance(outputs, (int, float, np.number)):
             raise TypeError(f"outputs must be a loss (number), an ndarray or a list/tuple of them, "
                             f"got {type(outputs).__name__}")
