@@ -41,3 +41,13 @@ def test_each_mode_trains(mode):
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="mode must be one of"):
         study.train("bfloat16")
+
+
+def test_the_study_writes_its_figure_and_figures(tmp_path):
+    pytest.importorskip("matplotlib")
+    small = dict(steps=3, d_model=16, dim_feedforward=32, num_layers=1)
+    runs = [study.train(m, **small) for m in study.MODES]
+    sweep = study.layer_norm_error_vs_scale(scales=[1.0, 300.0], rows=8)
+    grads = study.gradient_underflow(runs[0]["model"], runs[0]["data"].train_src[:16], runs[0]["data"].train_tgt[:16])
+    out = study.plot(runs, sweep, grads, tmp_path / "mp.png")
+    assert (tmp_path / "mp.png").stat().st_size > 10000 and out.endswith("mp.png")

@@ -152,7 +152,10 @@ def plot(runs, sweep, grads, out):
     ax1, ax2, ax3 = fig.subplots(1, 3)
     for r in runs:
         ax1.plot(r["loss"], label=f"{r['mode']} (acc {r['val_accuracy']:.3f}, {r['skipped']} skipped)")
-    ax1.set(xlabel="step", ylabel="training loss", yscale="log", title="shift task, three ways")
+    peak = max(v["max_abs_centred"] for r in runs for v in r["norm_inputs"].values())
+    ax1.set(xlabel="step", ylabel="training loss", yscale="log",
+            title=f"shift task, three ways (LayerNorm inputs: max |x - mean| = {peak:.3g})")
+    ax1.title.set_fontsize(9)
     ax1.legend(fontsize=8)
     ax2.loglog(sweep["scale"], sweep["float16"], "o-", ms=3, label="LayerNorm in float16")
     ax2.loglog(sweep["scale"], sweep["float32"], "s-", ms=3, label="LayerNorm in float32")
@@ -160,7 +163,8 @@ def plot(runs, sweep, grads, out):
     ax2b.plot(sweep["scale"], sweep["sq_overflow"], "r:", label="float16 (x-mean)^2 = inf")
     ax2b.plot(sweep["scale"], sweep["sq_underflow"], "m:", label="float16 (x-mean)^2 flushed to 0")
     ax2b.set_ylabel("fraction of squares")
-    ax2.axvline(256, color="r", lw=0.6)
+    ax2.text(0.02, 0.35, "float16 squares overflow (> 65504)\nonce |x - mean| > 256; eps = 1e-5 is\nbelow float16's normal range",
+             transform=ax2.transAxes, fontsize=7)
     ax2.set(xlabel="input scale (std of x)", ylabel="max rel. error vs float64",
             title="where float16 breaks a LayerNorm")
     h1, l1 = ax2.get_legend_handles_labels()
@@ -171,11 +175,11 @@ def plot(runs, sweep, grads, out):
     ax3.hist(np.log10(g * 2.0 ** 16), bins=60, alpha=0.5, label="x 2**16 (the loss scale)")
     for v, lab in ((F16_SUB, "float16 smallest subnormal"), (F16_TINY, "smallest normal"), (F16_MAX, "max")):
         ax3.axvline(np.log10(v), color="r", lw=0.8)
-        ax3.text(np.log10(v), ax3.get_ylim()[1] * 0.9, lab, rotation=90, fontsize=7, va="top")
+        ax3.text(np.log10(v), ax3.get_ylim()[1] * 0.6, lab, rotation=90, fontsize=7, va="top")
     u, sc = grads["unscaled"], grads["scaled"]
     ax3.set(xlabel="log10 |loss gradient| (float32)", ylabel="entries",
-            title=f"in float16, 0: {u['dlogits_flushed']:.1%} unscaled, {sc['dlogits_flushed']:.1%} scaled; "
-                  f"param. grad error {u['grad_error']:.1e} vs {sc['grad_error']:.1e}")
+            title=f"loss gradient in float16: {u['dlogits_subnormal']:.0%} subnormal, {u['dlogits_flushed']:.1%} zero;\n"
+                  f"parameter gradients' error {u['grad_error']:.2g} unscaled, {sc['grad_error']:.2g} scaled")
     ax3.title.set_fontsize(9)
     ax3.legend(fontsize=7)
     fig.tight_layout()
