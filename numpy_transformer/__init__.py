@@ -27,6 +27,7 @@ from .seq2seq_model import Seq2SeqModel
 from . import tasks_seq2seq
 from .bleu import corpus_bleu
 from .optim import clip_grad_norm_
+from . import amp
 
 __version__ = "0.1.0"
 
@@ -45,3 +46,4 @@ __all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
 __all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]
+__all__ += ["amp"]

@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+FLOAT16 = np.dtype(np.float16)
+# float16 is refused except inside numpy_transformer.amp's float16 working copy of a model, whose
+# forward/backward run under ``allow_float16()`` (the norms, softmax and loss stay in float32 there).
+_FLOAT16_ALLOWED = [0]
+FLOAT16_HINT = ("or train in mixed precision: numpy_transformer.amp.MixedPrecision(model) runs a float16 copy "
+                "with float32 master weights, norms, softmax and loss")
+
+
+@contextlib.contextmanager
+def allow_float16():
+    """Within this block the modules accept float16 (``numpy_transformer.amp`` only)."""
+    _FLOAT16_ALLOWED[0] += 1
+    try:
+        yield
+    finally:
+        _FLOAT16_ALLOWED[0] -= 1
+
+
+def float16_allowed():
+    return _FLOAT16_ALLOWED[0] > 0
+
+
+def _float_dtypes():
+    return FLOAT_DTYPES + (FLOAT16,) if float16_allowed() else FLOAT_DTYPES
 
 
 def as_float_dtype(dtype, name="dtype"):
@@ -15,9 +40,11 @@ def as_float_dtype(dtype, name="dtype"):
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"{name} must be np.float32 or np.float64, got {dtype!r}") from exc
+    if dt == np.float16 and float16_allowed():
+        return dt
     if dt == np.float16:
         raise TypeError(f"{name}=float16 is not supported (softmax and LayerNorm lose too much precision); "
-                        "use np.float32 or np.float64")
+                        f"use np.float32 or np.float64, {FLOAT16_HINT}")
     if dt not in FLOAT_DTYPES:
         raise TypeError(f"{name} must be np.float32 or np.float64, got {dt}")
     return dt
@@ -75,9 +102,9 @@ def _as_array_refusing_float16(x, name):
     """``x`` as an ndarray; float16 is refused with a message saying how to convert it."""
     if not isinstance(x, np.ndarray):
         x = np.asarray(x)
-    if x.dtype == np.float16:
+    if x.dtype == np.float16 and not float16_allowed():
         raise TypeError(f"{name} has dtype float16, which is not supported; convert it with "
-                        f"{name}.astype(np.float32)")
+                        f"{name}.astype(np.float32), {FLOAT16_HINT}")
     return x
 
 
@@ -90,7 +117,7 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     silently promote a whole float32 layer to float64.
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in FLOAT_DTYPES:
+    if x.dtype not in _float_dtypes():
         raise TypeError(f"{name} must be a floating-point array of dtype {dtype}, got dtype {x.dtype}"
                         + (" (token ids go to an Embedding, not here)" if x.dtype.kind in "iu" else ""))
     if x.dtype != dtype:
@@ -111,7 +138,7 @@ def check_float_array(x, name):
     another dtype, or fail deep inside an elementwise kernel).
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in FLOAT_DTYPES:
+    if x.dtype not in _float_dtypes():
         raise TypeError(f"{name} must be a float32 or float64 array, got dtype {x.dtype}")
     return x
 

@@ -279,7 +279,13 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
 
 
 def _softmax_grad_rows(dp, probs):
-    """In place on row blocks: ``dp <- probs * (dp - rowsum(dp * probs))``, the softmax backward."""
+    """In place on row blocks: ``dp <- probs * (dp - rowsum(dp * probs))``, the softmax backward.
+    float16 (mixed precision only) is computed in float32 and rounded back, as the forward's softmax."""
+    if dp.dtype == np.float16:
+        d32 = dp.astype(np.float32)
+        _softmax_grad_rows(d32, probs.astype(np.float32))
+        dp[...] = d32
+        return
     delta = np.einsum("...t,...t->...", dp, probs)[..., None]                   # (rows, 1) rowsum(dP * P)
     dp -= delta
     dp *= probs

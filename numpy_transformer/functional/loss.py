@@ -68,7 +68,9 @@ def _check(input, target, weight, ignore_index, reduction, label_smoothing):
     x = input if isinstance(input, np.ndarray) else np.asarray(input)
     t = target if isinstance(target, np.ndarray) else np.asarray(target)
     if x.dtype not in FLOAT_DTYPES:
-        hint = (" (float16 is not supported: convert with input.astype(np.float32))" if x.dtype == np.float16
+        hint = (" (float16 is not supported: convert with input.astype(np.float32); in mixed precision the loss "
+                "is computed in float32 on numpy_transformer.amp.MixedPrecision's float32 logits)"
+                if x.dtype == np.float16
                 else "")
         raise TypeError(f"input must be float32 or float64 logits, got dtype {x.dtype}{hint}")
     if x.ndim == 0:

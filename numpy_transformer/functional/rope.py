@@ -31,6 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._checks import FLOAT16_HINT, _float_dtypes
+
 __all__ = ["RopeCache", "rope_cos_sin", "rope_apply", "rope_forward", "rope_backward"]
 
 
@@ -125,9 +127,11 @@ def _rotate(x, cos, sin, interleaved):
 
 
 def _check_x(x):
-    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
+    # float16 only inside numpy_transformer.amp's float16 copy (cos/sin computed in float64, then rounded)
+    if not isinstance(x, np.ndarray) or x.dtype not in _float_dtypes():
         got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
-        raise TypeError(f"x must be a float32 or float64 array (..., S, Dh), got {got}")
+        raise TypeError(f"x must be a float32 or float64 array (..., S, Dh), got {got}"
+                        + (f"; {FLOAT16_HINT}" if isinstance(x, np.ndarray) and x.dtype == np.float16 else ""))
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions (..., S, Dh), got shape {x.shape}")
     _check_head_dim(x.shape[-1], "x", x.shape)

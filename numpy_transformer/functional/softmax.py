@@ -47,6 +47,11 @@ def softmax_forward(x, axis=-1, out=None):
 
 
 def _softmax_inplace(y, axis=-1):
+    if y.dtype == np.float16:          # mixed precision (numpy_transformer.amp): the softmax runs in float32
+        y32 = y.astype(np.float32)
+        _softmax_inplace(y32, axis)
+        y[...] = y32                   # probabilities in [0, 1]: float16 rounds them, cannot overflow
+        return
     m = np.max(y, axis=axis, keepdims=True)
     m[np.isneginf(m)] = 0                                        # all -inf row: exp(-inf) = 0 below
     with np.errstate(over="ignore"):                             # -max - max = -inf: exp gives the right 0
@@ -69,4 +74,7 @@ def softmax_backward(dout, cache):
     The row-sum term ``sum_i dout_i y_i`` is what a naive "``y * dout``" forgets.
     """
     y, axis = cache
+    if y.dtype == np.float16:          # mixed precision: in float32, rounded back (as the forward)
+        y32, d32 = y.astype(np.float32), dout.astype(np.float32)
+        return (y32 * (d32 - np.sum(d32 * y32, axis=axis, keepdims=True))).astype(np.float16)
     return y * (dout - np.sum(dout * y, axis=axis, keepdims=True))

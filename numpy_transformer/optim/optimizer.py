@@ -94,7 +94,10 @@ class Optimizer:
                 raise TypeError(f"optimizer params must be nt.Parameter objects, got {type(p).__name__}")
             if p.data.dtype not in FLOAT_DTYPES:
                 raise TypeError(f"optimizer params must be float32 or float64 arrays, got a Parameter of dtype "
-                                f"{p.data.dtype} and shape {p.data.shape}")
+                                f"{p.data.dtype} and shape {p.data.shape}"
+                                + ("; in mixed precision the optimizer holds the float32 master model's parameters "
+                                   "(numpy_transformer.amp.MixedPrecision(model): optimize model.parameters())"
+                                   if p.data.dtype == np.float16 else ""))
         if len({id(p) for p in plist}) != len(plist):
             raise ValueError("a parameter group lists the same parameter twice (torch only warns, and then updates "
                              "it twice per step); list each parameter once")

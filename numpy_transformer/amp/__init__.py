@@ -1,0 +1,9 @@
+"""Mixed precision, as ``torch.amp``: :class:`GradScaler` (dynamic loss scaling) and
+:class:`MixedPrecision` (a float16 working copy of a float32 model: float32 master weights in the
+optimizer, the norms, the softmax and the loss in float32). See docs/mixed-precision.md.
+"""
+
+from .grad_scaler import GradScaler
+from .mixed import Float32Norm, MixedPrecision
+
+__all__ = ["GradScaler", "MixedPrecision", "Float32Norm"]

@@ -1,0 +1,165 @@
+"""``nt.amp.GradScaler`` against ``torch.amp.GradScaler("cpu")`` on the same gradient streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import numpy_transformer as nt
+from numpy_transformer.amp import GradScaler
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(3,), (2, 4)]
+
+
+@st.composite
+def streams(draw):
+    """Scaler settings and a stream of steps: each step's gradients (some holding inf/NaN), whether
+    ``unscale_`` is called before ``step``, and now and then a ``new_scale`` given to ``update``."""
+    cfg = dict(init_scale=draw(st.sampled_from([1.0, 2.0 ** 16, 3.0e38, 1e-3])),
+               growth_factor=draw(st.sampled_from([2.0, 1.5, 10.0])),
+               backoff_factor=draw(st.sampled_from([0.5, 0.25, 0.9])),
+               growth_interval=draw(st.integers(1, 4)))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    steps = []
+    for _ in range(draw(st.integers(1, 15))):
+        grads = []
+        for shape in SHAPES:
+            g = (rng.standard_normal(shape) * 10.0 ** draw(st.integers(-6, 3))).astype(np.float32)
+            if draw(st.integers(0, 4)) == 0:                # an inf or NaN somewhere in one step in five
+                g.flat[draw(st.integers(0, g.size - 1))] = draw(st.sampled_from([np.inf, -np.inf, np.nan]))
+            grads.append(g)
+        none = draw(st.integers(0, 5)) == 0               # the second parameter gets no gradient this step
+        steps.append((grads, none, draw(st.booleans()),
+                      draw(st.sampled_from([None] * 6 + [4.0, 1e5]))))
+    return cfg, steps
+
+
+def _start(shape):
+    return np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+
+
+def _run_ours(cfg, steps):
+    params = [nt.Parameter(_start(s)) for s in SHAPES]
+    opt = nt.optim.SGD(params, lr=0.1)
+    scaler = GradScaler(**cfg)
+    log = []
+    for grads, none, unscale_first, new_scale in steps:
+        scaler.scale(np.float32(1.0))                      # initialises the scale, as torch's first scale()
+        for p, g, i in zip(params, grads, range(2)):
+            p.grad = None if (none and i == 1) else g.copy()
+        if unscale_first:
+            scaler.unscale_(opt)
+        stepped = scaler.step(opt)
+        scaler.update(new_scale)
+        log.append((scaler.get_scale(), scaler._get_growth_tracker(), [p.data.copy() for p in params],
+                    [None if p.grad is None else p.grad.copy() for p in params], stepped))
+    return log, scaler
+
+
+def _run_torch(cfg, steps):
+    params = [torch.nn.Parameter(torch.from_numpy(_start(s))) for s in SHAPES]
+    opt = torch.optim.SGD(params, lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", **cfg)
+    log = []
+    for grads, none, unscale_first, new_scale in steps:
+        scaler.scale(torch.tensor(1.0))
+        for p, g, i in zip(params, grads, range(2)):
+            p.grad = None if (none and i == 1) else torch.from_numpy(g.copy())
+        if unscale_first:
+            scaler.unscale_(opt)
+        stepped = scaler.step(opt)
+        scaler.update(new_scale)
+        log.append((scaler.get_scale(), int(scaler._get_growth_tracker()),
+                    [p.detach().numpy().copy() for p in params],
+                    [None if p.grad is None else p.grad.numpy().copy() for p in params], stepped))
+    return log, scaler
+
+
+@given(streams())
+def test_scaler_matches_torch_on_streams_with_infs(stream):
+    cfg, steps = stream
+    ours, our_scaler = _run_ours(cfg, steps)
+    ref, ref_scaler = _run_torch(cfg, steps)
+    for k, (a, b) in enumerate(zip(ours, ref)):
+        assert a[0] == b[0], f"step {k}: scale {a[0]} vs torch {b[0]}"
+        assert a[1] == b[1], f"step {k}: growth tracker {a[1]} vs torch {b[1]}"
+        for x, y in zip(a[2], b[2]):                       # parameters after the (possibly skipped) step
+            # (SGD's update itself may differ by an ulp: torch fuses p - lr * g; the scaler is exact)
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=f"step {k}: parameters")
+        for x, y in zip(a[3], b[3]):                       # the unscaled gradients, infs and NaNs included
+            assert (x is None) == (y is None)
+            if x is not None:
+                np.testing.assert_array_equal(x, y, err_msg=f"step {k}: unscaled gradients")
+    ref_state = {k: (v.item() if hasattr(v, "item") else v) for k, v in ref_scaler.state_dict().items()}
+    assert our_scaler.state_dict() == ref_state
+
+
+def test_skipped_step_leaves_parameters_and_optimizer_state_unchanged():
+    p = nt.Parameter(np.ones(3, np.float32))
+    opt = nt.optim.Adam([p], lr=0.1)
+    scaler = GradScaler(init_scale=8.0, growth_interval=1)
+    p.grad = scaler.scale(np.array([1.0, 2.0, 3.0], np.float32))
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 16.0
+    before, state = p.data.copy(), {k: np.copy(v) for k, v in opt.state[id(p)].items()}
+    p.grad = np.array([1.0, np.inf, 3.0], np.float32)
+    scaler.step(opt)
+    np.testing.assert_array_equal(p.data, before)
+    for k, v in opt.state[id(p)].items():
+        np.testing.assert_array_equal(v, state[k])
+    scaler.update()
+    assert scaler.get_scale() == 8.0 and scaler._get_growth_tracker() == 0
+
+
+def test_state_dict_round_trips_with_torch():
+    ref = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    ref.scale(torch.tensor(1.0))
+    ours = GradScaler()
+    ours.load_state_dict({k: (v.item() if hasattr(v, "item") else v) for k, v in ref.state_dict().items()})
+    assert ours.get_scale() == 1024.0 and ours.get_growth_interval() == 3
+    back = torch.amp.GradScaler("cpu")
+    back.load_state_dict(ours.state_dict())
+    assert back.get_scale() == 1024.0 and back.get_growth_interval() == 3
+
+
+def test_disabled_scaler_is_a_pass_through():
+    p = nt.Parameter(np.ones(2, np.float32))
+    opt = nt.optim.SGD([p], lr=1.0)
+    scaler = GradScaler(enabled=False)
+    g = np.array([1.0, 2.0], np.float32)
+    assert scaler.scale(g) is g and scaler.get_scale() == 1.0 and scaler.state_dict() == {}
+    p.grad = g
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_array_equal(p.data, [0.0, -1.0])
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda s, o: (s.unscale_(o), s.unscale_(o)), RuntimeError, "already been called on this optimizer"),
+    (lambda s, o: (s.step(o), s.unscale_(o)), RuntimeError, "after step"),
+    (lambda s, o: (s.step(o), s.step(o)), RuntimeError, "step\\(\\) has already been called"),
+    (lambda s, o: s.update(), AssertionError, "No inf checks"),
+    (lambda s, o: s.step(o, closure=lambda: 0.0), RuntimeError, "Closure"),
+    (lambda s, o: s.load_state_dict({}), RuntimeError, "state dict is empty"),
+    (lambda s, o: s.scale("loss"), TypeError, "outputs must be"),
+])
+def test_misuse_is_refused_as_torch_refuses_it(call, exc, match):
+    p = nt.Parameter(np.ones(2, np.float32))
+    opt = nt.optim.SGD([p], lr=1.0)
+    scaler = GradScaler()
+    p.grad = scaler.scale(np.ones(2, np.float32))
+    with pytest.raises(exc, match=match):
+        call(scaler, opt)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"init_scale": 0.0}, "init_scale"), ({"growth_factor": 1.0}, "growth_factor"),
+    ({"backoff_factor": 1.0}, "backoff_factor"), ({"growth_interval": 0}, "growth_interval"),
+])
+def test_bad_arguments_name_themselves(kw, match):
+    with pytest.raises(ValueError, match=match):
+        GradScaler(**kw)

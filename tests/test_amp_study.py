@@ -1,0 +1,53 @@
+"""The mixed-precision study's probes measure what docs/mixed-precision.md says they measure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from numpy_transformer.amp import study
+
+
+def test_float16_layer_norm_breaks_where_the_squares_overflow_and_float32_does_not():
+    sweep = study.layer_norm_error_vs_scale(scales=[1e-4, 1.0, 30.0, 300.0], rows=64)
+    f16, f32 = sweep["float16"], sweep["float32"]
+    assert max(f32) < 1e-6                                  # float32: fine across float16's whole range
+    assert f16[1] < 5e-3 and f16[2] < 5e-3                  # float16: its rounding, while (x - mean)^2 fits
+    assert f16[3] > 0.5 and sweep["sq_overflow"][3] > 0.3   # std 300: squares > 65504 -> inf -> garbage
+    assert sweep["sq_overflow"][:3] == [0.0, 0.0, 0.0]
+    assert sweep["sq_underflow"][0] > 0.5 and f16[0] < 5e-3  # tiny squares flush, but eps dominates there
+
+
+def test_loss_scaling_keeps_the_gradients_float16_would_flush():
+    r = study.train("float32", steps=30, d_model=16, dim_feedforward=32, num_layers=1, lr=1e-2)
+    src, tgt = r["data"].train_src[:128], r["data"].train_tgt[:128]
+    g = study.gradient_underflow(r["model"], src, tgt)
+    u, s = g["unscaled"], g["scaled"]
+    # (p - y) / N over N = 1024 tokens: most entries below float16's smallest normal 6.1e-5
+    assert u["dlogits_subnormal"] > 0.1 and s["dlogits_subnormal"] == 0.0 and s["dlogits_flushed"] == 0.0
+    assert u["grad_error"] > 0.1                            # unscaled: the backward's gradients underflow
+    assert s["finite"] and s["grad_error"] < 2e-2
+
+
+@pytest.mark.parametrize("mode", study.MODES)
+def test_each_mode_trains(mode):
+    r = study.train(mode, steps=4, d_model=16, dim_feedforward=32, num_layers=1)
+    assert len(r["loss"]) == 4 and np.isfinite(r["loss"]).all() and 0 <= r["val_accuracy"] <= 1
+    assert set(r["norm_inputs"]) == {"encoder.layers.0.norm1", "encoder.layers.0.norm2"}
+    if mode == "float32":
+        assert r["skipped"] == 0 and set(r["scale"]) == {1.0}
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        study.train("bfloat16")
+
+
+def test_the_study_writes_its_figure_and_figures(tmp_path):
+    pytest.importorskip("matplotlib")
+    small = dict(steps=3, d_model=16, dim_feedforward=32, num_layers=1)
+    runs = [study.train(m, **small) for m in study.MODES]
+    sweep = study.layer_norm_error_vs_scale(scales=[1.0, 300.0], rows=8)
+    grads = study.gradient_underflow(runs[0]["model"], runs[0]["data"].train_src[:16], runs[0]["data"].train_tgt[:16])
+    out = study.plot(runs, sweep, grads, tmp_path / "mp.png")
+    assert (tmp_path / "mp.png").stat().st_size > 10000 and out.endswith("mp.png")
