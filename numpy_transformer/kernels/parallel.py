@@ -4,9 +4,9 @@ NumPy's ufuncs run on one core and release the GIL while they work, so a long el
 computation (GELU's erf takes about 30 passes) can be split into chunks that several threads process
 at once, each chunk's temporaries staying small.
 
-Threads help only when OpenBLAS's own idle threads do not spin on the cores after a matrix product:
-set ``OPENBLAS_THREAD_TIMEOUT=1`` in the environment before NumPy is imported (the benchmark does).
-The number of threads is ``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
+Threads help most when OpenBLAS's own idle threads do not spin on the cores after a matrix product
+(``OPENBLAS_THREAD_TIMEOUT=1`` in the environment before NumPy is imported makes them sleep; the
+benchmark sets nothing, so its figures are those of the defaults). The number of threads is ``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
 """
 
 from __future__ import annotations
