@@ -1,306 +1,303 @@
-"""Speed and memory of numpy-transformer against PyTorch, measured side by side.
+"""Speed and memory of numpy-transformer against PyTorch, each side in a process of its own.
 
-    python benchmarks/bench_layer.py                # the full table (about 6 min, quiet 2 cores)
-    python benchmarks/bench_layer.py --quick        # one shape, fewer repeats (about a minute)
-    python benchmarks/bench_layer.py --out out.json # also write the results as JSON
-    python benchmarks/bench_layer.py --update       # rewrite the tracked benchmarks/results.json
+    python benchmarks/bench_layer.py                # the full table (about 20 min, quiet 2 cores)
+    python benchmarks/bench_layer.py --quick        # one shape, fewer rounds (about 3 min)
+    python benchmarks/bench_layer.py --out r.json   # the results as JSON to r.json
 
-Nothing is written unless --out or --update asks for it. The times are those of a quiet machine:
-other processes on the cores stretch them several times (with a load of 5 on the 2-core machine,
---quick took 4.5 minutes and the full table 30).
+The results go to benchmarks/out/bench_layer.json (untracked) unless --out names a path. Timing (see
+benchmarks/harness.py): for every case, each side runs in fresh processes of its own, --rounds of
+them alternating (numpy torch, torch numpy, ...), each timing --repeats steps after --warmup; no
+environment variable is set (each library's default threads). A side's figure is the median of all
+its steps; the ratio numpy / torch is the median of the per-round ratios, shown with their range.
+The 1-minute load average before and after each case is printed with it.
 
-For each (B, S) in (32, 10), (8, 128), (4, 512) at d_model 512, 8 heads, feed-forward 2048, relu and
-gelu, float32 and float64, it times our ``TransformerEncoderLayer`` forward+backward and forward-only
-against ``torch.nn.TransformerEncoderLayer`` on the same weights and the same number of threads,
-interleaved (A B A B ...) after a warm-up, and reports medians, the median of the per-pair ratios,
-GFLOP/s over the layer's matmul FLOPs, the percentage of the BLAS limit (NumPy's own GEMM on the
-layer's largest matrix product), and the peak memory of one training step (each side measured in a
-fresh process). It also times the tiled attention against the standard path at S = 4096, and a full
-training step of ``nt.TransformerModel`` against its torch twin when that model is available.
-
-Dropout is 0 so that both sides do the same arithmetic; the layers are in training mode.
+Cases: the TransformerEncoderLayer (d_model 512, 8 heads, feed-forward 2048, dropout 0, training
+mode) forward+backward and forward only against torch.nn.TransformerEncoderLayer at (B, S) = (32,
+10), (8, 128), (4, 512) for float32 relu, float32 gelu, float64 gelu; the TransformerDecoderLayer
+(causal self-attention, memory of the same length) likewise in float32 relu; a training step
+(forward, cross-entropy, backward, Adam) of nt.TransformerModel, nt.Seq2SeqModel and nt.GPT (V
+10000, width 512, one layer of each stack) against their torch twins; the tiled attention against
+the standard path at S = 4096 (time and traced peak memory). Peak memory of a step is measured in
+separate processes (never the timed ones).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
-# OpenBLAS's idle threads spin for a while after each GEMM; a short timeout lets the cores go to our
-# own elementwise threads instead. It must be set before NumPy loads.
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-
-import numpy as np  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "benchmarks", "results.json")   # tracked: rewritten only with --update
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-import numpy_transformer as nt  # noqa: E402
+import harness  # noqa: E402
 from numpy_transformer._text import plain  # noqa: E402
 
-D, H, F = 512, 8, 2048
+DEFAULT_OUT = os.path.join(harness.DEFAULT_OUT_DIR, "bench_layer.json")     # untracked
+D, H, F, V = 512, 8, 2048, 10000
 SHAPES = [(32, 10), (8, 128), (4, 512)]
+LAYER_CONFIGS = [("float32", "relu"), ("float32", "gelu"), ("float64", "gelu")]
 
 
 def layer_matmul_flops(b, s, d=D, f=F):
-    """Matmul FLOPs of one forward: QKV, scores, P V, out-proj, two feed-forward GEMMs."""
+    """Matmul FLOPs of one encoder-layer forward: QKV, scores, P V, out-proj, two feed-forward GEMMs."""
     n = b * s
     return 2 * n * d * 3 * d + 2 * 2 * b * s * s * d + 2 * n * d * d + 2 * 2 * n * d * f
 
 
-def blas_limit(b, s, dtype, repeats=7):
-    """GFLOP/s of NumPy's GEMM on the layer's largest product, (N, D) @ (D, F)."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((b * s, D)).astype(dtype)
-    w = rng.standard_normal((D, F)).astype(dtype)
-    a @ w
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ w
-        times.append(time.perf_counter() - t)
-    return 2 * b * s * D * F / np.median(times) / 1e9
+# ---- the cases: each builds one side's steps, {name: callable}, from the same seeds ----
 
+def case_layer(side, b, s, dtype, activation, decoder=False):
+    import numpy as np
 
-def build(b, s, dtype, activation, torch, attention="standard"):
-    tdt = torch.float32 if dtype == np.float32 else torch.float64
-    torch.manual_seed(0)
-    tl = torch.nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, batch_first=True, dtype=tdt)
-    ours = nt.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, dtype=dtype, seed=0,
-                                      attention=attention, block_size=256)
-    ours.load_state_dict({k: v.detach().numpy() for k, v in tl.state_dict().items()})
+    import numpy_transformer as nt
+    dt = np.dtype(dtype)
+    cls = nt.TransformerDecoderLayer if decoder else nt.TransformerEncoderLayer
+    ours = cls(D, H, F, dropout=0.0, activation=activation, dtype=dt, seed=0)
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((b, s, D)).astype(dtype)
-    dy = rng.standard_normal((b, s, D)).astype(dtype)
-    xt = torch.tensor(x, requires_grad=True)
+    x, mem, dy = (rng.standard_normal((b, s, D)).astype(dt) for _ in range(3))
+    if side == "numpy":
+        run = (lambda: ours(x, mem, tgt_is_causal=True)) if decoder else (lambda: ours(x))
+
+        def step():
+            ours.zero_grad()
+            run()
+            ours.backward(dy)
+        return {"fwd+bwd": step, "fwd": run}, None
+    import torch
+    tcls = torch.nn.TransformerDecoderLayer if decoder else torch.nn.TransformerEncoderLayer
+    tl = tcls(D, H, F, dropout=0.0, activation=activation, batch_first=True, dtype=getattr(torch, dtype))
+    tl.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in ours.state_dict().items()})
+    xt, mt = torch.tensor(x, requires_grad=True), torch.tensor(mem, requires_grad=True)
     dyt = torch.tensor(dy)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(s, dtype=xt.dtype)
 
-    def ours_step():
-        ours.zero_grad()
-        ours(x)
-        ours.backward(dy)
+    def fwd(a, m):
+        return tl(a, m, tgt_mask=causal, tgt_is_causal=True) if decoder else tl(a)
 
-    def torch_step():
+    def step():
         tl.zero_grad()
-        xt.grad = None
-        tl(xt).backward(dyt)
+        xt.grad = mt.grad = None
+        fwd(xt, mt).backward(dyt)
 
-    def ours_fwd():
-        ours(x)
-
-    def torch_fwd():
+    def forward_only():
         with torch.no_grad():
-            tl.train()
-            tl(xt.detach())
-
-    return ours_step, torch_step, ours_fwd, torch_fwd
+            fwd(xt.detach(), mt.detach())
+    return {"fwd+bwd": step, "fwd": forward_only}, None
 
 
-def interleaved(fa, fb, warmup, repeats):
-    """Median times of A and B and the median of per-pair ratios, timed A B A B ..."""
-    for _ in range(warmup):
-        fa()
-        fb()
-    ta, tb = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fa()
-        ta.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        fb()
-        tb.append(time.perf_counter() - t)
-    ta, tb = np.array(ta), np.array(tb)
-    return float(np.median(ta)), float(np.median(tb)), float(np.median(ta / tb))
+def case_model(side, kind, b, s, dtype):
+    import numpy as np
 
-
-MEMORY_PROBE = r"""
-import os, sys, resource
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-sys.path.insert(0, {root!r})
-import numpy as np
-side, b, s, dtype, act, threads = {args!r}
-import torch
-torch.set_num_threads(threads)
-sys.path.insert(0, os.path.join({root!r}, "benchmarks"))
-from bench_layer import build
-steps = build(b, s, np.dtype(dtype).type, act, torch, "tiled" if side == "numpy-tiled" else "standard")
-step = steps[1] if side == "torch" else steps[0]
-def status(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
-step()                                    # warm-up: first-call allocations are not the steady state
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")                          # reset the peak resident size (VmHWM) to the current one
-before = status("VmRSS")
-step()
-print(max(status("VmHWM") - before, 0))
-"""
-
-
-def peak_memory(side, b, s, dtype, activation, threads):
-    """Peak resident-memory growth (bytes) of one training step, in a fresh process."""
-    code = MEMORY_PROBE.format(root=ROOT, args=(side, b, s, np.dtype(dtype).name, activation, threads))
-    # Large blocks through mmap, so that freed memory leaves the resident set at once and the peak
-    # resident size measures live arrays (NumPy and torch both allocate through malloc).
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    return int(out.stdout.strip().splitlines()[-1])
-
-
-def build_training_step(b, s, dtype, vocab=10000, torch=None):
-    """One training step of ``nt.TransformerModel`` (seed configuration: D 512, 8 heads, F 2048,
-    1 layer) and of its torch twin: forward, cross-entropy, backward, Adam step."""
-    from reference_torch.model import to_torch
-    model = nt.TransformerModel(vocab, d_model=D, nhead=H, num_layers=1, dim_feedforward=F, dropout=0.0,
-                                dtype=dtype, seed=0)
-    twin = to_torch(model)
-    twin.train()
-    crit = nt.CrossEntropyLoss()
-    opt = nt.optim.Adam(model.parameters(), lr=1e-4)
-    topt = torch.optim.Adam(twin.parameters(), lr=1e-4)
+    import numpy_transformer as nt
+    dt = np.dtype(dtype)
     rng = np.random.default_rng(2)
-    ids = rng.integers(0, vocab, size=(b, s))
-    tgt = rng.integers(0, vocab, size=(b, s))
-    tids, ttgt = torch.from_numpy(ids), torch.from_numpy(tgt)
+    ids, tgt = rng.integers(0, V, size=(b, s)), rng.integers(0, V, size=(b, s))
+    if kind == "encoder":
+        model = nt.TransformerModel(V, d_model=D, nhead=H, num_layers=1, dim_feedforward=F, dropout=0.0,
+                                    dtype=dt, seed=0)
+        inputs = (ids,)
+    elif kind == "seq2seq":
+        model = nt.Seq2SeqModel(V, V, d_model=D, nhead=H, num_encoder_layers=1, num_decoder_layers=1,
+                                dim_feedforward=F, dropout=0.0, dtype=dt, seed=0)
+        inputs = (rng.integers(0, V, size=(b, s)), ids)
+    else:
+        model = nt.GPT(nt.GPTConfig(vocab_size=V, block_size=max(s, 16), n_layer=1, n_head=H, n_embd=D,
+                                    n_inner=F, dropout=0.0, dtype=dtype), seed=0)
+        inputs = (ids,)
+    if side == "numpy":
+        crit = nt.CrossEntropyLoss()
+        opt = nt.optim.Adam(model.parameters(), lr=1e-4)
 
-    def ours_step():
-        opt.zero_grad()
-        logits = model(ids)
-        crit(logits.reshape(-1, vocab), tgt.reshape(-1))
-        model.backward(crit.backward().reshape(logits.shape))
-        opt.step()
+        def step():
+            opt.zero_grad()
+            logits = model(*inputs)
+            crit(logits.reshape(-1, V), tgt.reshape(-1))
+            model.backward(crit.backward().reshape(logits.shape))
+            opt.step()
+        return {"train step": step}, None
+    import torch
+    if kind == "encoder":
+        from reference_torch.model import to_torch
+        twin = to_torch(model)
+    elif kind == "seq2seq":
+        from reference_torch.seq2seq_model import twin_of
+        twin = twin_of(model)                 # torch.nn.Transformer inside
+    else:
+        from reference_torch.gpt import to_torch
+        twin = to_torch(model, twin=False)    # torch.nn.TransformerEncoderLayer blocks
+    twin.train()
+    topt = torch.optim.Adam(twin.parameters(), lr=1e-4)
+    tin = tuple(torch.from_numpy(a) for a in inputs)
+    ttgt = torch.from_numpy(tgt)
 
     def torch_step():
         topt.zero_grad()
-        logits = twin(tids)
-        torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ttgt.reshape(-1)).backward()
+        logits = twin(*tin)
+        torch.nn.functional.cross_entropy(logits.reshape(-1, V), ttgt.reshape(-1)).backward()
         topt.step()
+    return {"train step": torch_step}, None
 
-    return ours_step, torch_step
 
+def case_attention(side, seq, heads=8, dh=64, block=256):
+    """Attention forward+backward at (1, heads, seq, dh) float32; sides "standard" and "tiled"."""
+    import numpy as np
 
-def tiled_vs_standard(seq=4096, heads=8, dh=64, block=256, repeats=3):
-    """Forward+backward of attention at (1, 8, S, 64) float32: time and traced peak memory, both paths."""
-    import tracemalloc
     from numpy_transformer import functional as Fn
     rng = np.random.default_rng(0)
     q, k, v, do = (rng.standard_normal((1, heads, seq, dh)).astype(np.float32) for _ in range(4))
-    results = {}
-    for name in ("standard", "tiled"):
-        def step():
-            if name == "standard":
-                _, c = Fn.scaled_dot_product_attention_forward(q, k, v, is_causal=False)
-                Fn.scaled_dot_product_attention_backward(do, c)
-            else:
-                _, c = Fn.flash_attention_forward(q, k, v, block_q=block, block_k=block)
-                Fn.flash_attention_backward(do, c)
-        step()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t)
-        tracemalloc.start()
-        step()
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        results[name] = {"ms": float(np.median(times)) * 1e3, "peak_mb": peak / 2**20}
-    return results
 
+    def step():
+        if side == "standard":
+            _, c = Fn.scaled_dot_product_attention_forward(q, k, v, is_causal=False)
+            Fn.scaled_dot_product_attention_backward(do, c)
+        else:
+            _, c = Fn.flash_attention_forward(q, k, v, block_q=block, block_k=block)
+            Fn.flash_attention_backward(do, c)
+
+    return {"fwd+bwd": step}, None
+
+
+def case_blas(side, b, s, dtype):
+    """NumPy's GEMM on the layer's largest product, (B*S, D) @ (D, F): the BLAS limit."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((b * s, D)).astype(dtype)
+    w = rng.standard_normal((D, F)).astype(dtype)
+    return {"gemm": lambda: a @ w}, None
+
+
+def case_attention_memory(side, seq, heads=8, dh=64, block=256):
+    """Traced peak (MB) of one attention forward+backward, as the reply's extra."""
+    import tracemalloc
+    steps, _ = case_attention(side, seq, heads, dh, block)
+    step = steps["fwd+bwd"]
+    step()
+    tracemalloc.start()
+    step()
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return {"noop": lambda: None}, peak
+
+
+CASES = dict(layer=case_layer, model=case_model, attention=case_attention, blas=case_blas,
+             attention_memory=case_attention_memory)
+
+
+# ---- the parent: the table ----
 
 def build_parser():
     parser = argparse.ArgumentParser(description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="one shape, few repeats (about a minute)")
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument("--out", "--json", dest="json", metavar="PATH",
-                     help="also write the results as JSON to PATH (default: write no file)")
-    out.add_argument("--update", action="store_const", dest="json", const=RESULTS,
-                     help="rewrite the tracked benchmarks/results.json (for the table in benchmarks/README.md)")
-    parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--no-tiled", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="one shape, 2 rounds of 3 steps (about 3 min)")
+    parser.add_argument("--rounds", type=int, help="processes per side, alternating (default 3; --quick 2)")
+    parser.add_argument("--repeats", type=int, help="timed steps per process (default 7; --quick 3)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    parser.add_argument("--out", "--json", dest="json", metavar="PATH", default=DEFAULT_OUT,
+                        help="write the results as JSON to PATH (default benchmarks/out/bench_layer.json, "
+                             "untracked)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory processes")
+    parser.add_argument("--only", choices=("layers", "models", "attention"), action="append",
+                        help="run only these parts (repeatable; default all)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     return parser
+
+
+def _ratio(res, name):
+    r = res["ratio"][name]
+    return f"{r['median']:5.2f} [{r['low']:.2f}-{r['high']:.2f}]"
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.child:
+        return harness.serve_child(args.child, CASES)
+    rounds = args.rounds or (2 if args.quick else 3)
+    repeats = args.repeats or (3 if args.quick else 7)
+    if rounds < 1 or repeats < 1 or args.warmup < 0:
+        build_parser().error(f"--rounds and --repeats must be >= 1, --warmup >= 0; got {rounds}, {repeats}, "
+                             f"{args.warmup}")
     t_start = time.perf_counter()
+    import numpy as np
     import torch
-    torch.set_num_threads(args.threads)
     shapes = SHAPES[1:2] if args.quick else SHAPES
-    repeats = 3 if args.quick else args.repeats
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, NumPy {np.__version__}, torch {torch.__version__}"
-    print(f"machine: {machine}; threads {args.threads}")
-    header = (f"{'B':>3} {'S':>4} {'dtype':<8} {'act':<5} | {'fwd+bwd ms':>10} {'torch':>8} {'ratio':>6} | "
-              f"{'fwd ms':>7} {'torch':>7} {'ratio':>6} | {'GFLOP/s':>8} {'BLAS':>7} {'%BLAS':>6} | "
-              f"{'peak MB':>8} {'torch':>7}")
-    print(header)
-    print("-" * len(header))
-    rows = []
-    for b, s in shapes:
-        for dtype in (np.float32, np.float64):
-            limit = blas_limit(b, s, dtype)
-            for act in ("relu", "gelu"):
-                ours_step, torch_step, ours_fwd, torch_fwd = build(b, s, dtype, act, torch)
-                t_ours, t_torch, ratio = interleaved(ours_step, torch_step, args.warmup, repeats)
-                f_ours, f_torch, f_ratio = interleaved(ours_fwd, torch_fwd, args.warmup, repeats)
-                gflops = 3 * layer_matmul_flops(b, s) / t_ours / 1e9
-                mem = (None, None) if args.no_memory else (
-                    peak_memory("numpy", b, s, dtype, act, args.threads) / 2**20,
-                    peak_memory("torch", b, s, dtype, act, args.threads) / 2**20)
-                row = dict(B=b, S=s, dtype=np.dtype(dtype).name, activation=act, ms=t_ours * 1e3,
-                           torch_ms=t_torch * 1e3, ratio=ratio, fwd_ms=f_ours * 1e3, torch_fwd_ms=f_torch * 1e3,
-                           fwd_ratio=f_ratio, gflops=gflops, blas_gflops=limit, pct_blas=100 * gflops / limit,
-                           peak_mb=mem[0], torch_peak_mb=mem[1])
-                rows.append(row)
-                memtxt = "" if mem[0] is None else f"{mem[0]:>8.1f} {mem[1]:>7.1f}"
-                print(f"{b:>3} {s:>4} {row['dtype']:<8} {act:<5} | {row['ms']:>10.1f} {row['torch_ms']:>8.1f} "
-                      f"{ratio:>6.2f} | {row['fwd_ms']:>7.1f} {row['torch_fwd_ms']:>7.1f} {f_ratio:>6.2f} | "
-                      f"{gflops:>8.1f} {limit:>7.1f} {row['pct_blas']:>5.0f}% | {memtxt}", flush=True)
-    result = {"machine": machine, "threads": args.threads, "layers": rows}
+    timing = dict(rounds=rounds, warmup=args.warmup, repeats=repeats)
+    parts = args.only or ["layers", "models", "attention"]
+    script = os.path.abspath(__file__)
+    machine = (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+               f"NumPy {np.__version__}, torch {torch.__version__}")
+    print(f"machine: {machine}\nmethod: each side in fresh processes, {rounds} rounds alternating, "
+          f"{args.warmup} warm-up + {repeats} timed steps each; medians; ratio numpy/torch = median "
+          f"[range] of the per-round ratios; default threads, no environment variables\n", flush=True)
+    result = dict(machine=machine, date=time.strftime("%Y-%m-%d %H:%M"), timing=timing, layers=[], models=[])
 
-    print("\ntraining step of nt.TransformerModel (V 10000, D 512, 8 heads, F 2048, 1 layer, Adam) vs its torch twin")
-    steps = []
-    for b, s in shapes:
-        for dtype in (np.float32, np.float64):
-            ours_step, torch_step = build_training_step(b, s, dtype, torch=torch)
-            t_ours, t_torch, ratio = interleaved(ours_step, torch_step, args.warmup, repeats)
-            steps.append(dict(B=b, S=s, dtype=np.dtype(dtype).name, ms=t_ours * 1e3, torch_ms=t_torch * 1e3,
-                              ratio=ratio))
-            print(f"  B={b:>2} S={s:>3} {np.dtype(dtype).name:<8} {t_ours * 1e3:8.1f} ms   torch {t_torch * 1e3:8.1f} ms"
-                  f"   ratio {ratio:.2f}", flush=True)
-    result["training_step"] = steps
-
-    if not args.no_memory:
-        print("\npeak memory of a layer training step (MB, float32, relu): standard attention, tiled attention, torch")
-        mem_rows = []
+    if "layers" in parts:
+        head = (f"{'layer':<8}{'B':>3} {'S':>4} {'dtype':<8}{'act':<5}| {'fwd+bwd ms':>10} {'torch':>7} "
+                f"{'ratio [range]':>17} | {'fwd ms':>7} {'torch':>7} {'ratio [range]':>17} | {'%BLAS':>5} | "
+                f"{'peak MB':>7} {'torch':>6} | load")
+        print(head + "\n" + "-" * len(head), flush=True)
+        configs = [(False, dt, act) for dt, act in LAYER_CONFIGS] + [(True, "float32", "relu")]
         for b, s in shapes:
-            std = peak_memory("numpy", b, s, np.float32, "relu", args.threads) / 2**20
-            tiled = peak_memory("numpy-tiled", b, s, np.float32, "relu", args.threads) / 2**20
-            ref = peak_memory("torch", b, s, np.float32, "relu", args.threads) / 2**20
-            mem_rows.append(dict(B=b, S=s, standard_mb=std, tiled_mb=tiled, torch_mb=ref))
-            print(f"  B={b:>2} S={s:>3}   standard {std:7.1f}   tiled {tiled:7.1f}   torch {ref:7.1f}", flush=True)
-        result["memory"] = mem_rows
-    if not args.no_tiled:
-        tiled = tiled_vs_standard(seq=1024 if args.quick else 4096)
-        result["tiled_attention"] = tiled
-        st, ti = tiled["standard"], tiled["tiled"]
-        print(f"\nattention fwd+bwd at (1, 8, {1024 if args.quick else 4096}, 64) float32: standard "
-              f"{st['ms']:.0f} ms, peak {st['peak_mb']:.0f} MB; tiled {ti['ms']:.0f} ms, peak {ti['peak_mb']:.0f} MB "
-              f"(time x{ti['ms'] / st['ms']:.2f}, memory 1/{st['peak_mb'] / ti['peak_mb']:.1f})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-        print(f"\nwrote {args.json}")
-    print(f"\nthe benchmark took {(time.perf_counter() - t_start) / 60:.1f} min")
+            blas = {}
+            for decoder, dtype, act in configs:
+                kw = dict(b=b, s=s, dtype=dtype, activation=act, decoder=decoder)
+                res = harness.compare(script, "layer", kw, **timing)
+                ours, ref = res["sides"]["numpy"], res["sides"]["torch"]
+                row = dict(kw, **{k: v for k, v in res.items() if k != "extra"})
+                pct = ""
+                if not decoder:
+                    if dtype not in blas:
+                        ms = harness.single(script, "blas", dict(b=b, s=s, dtype=dtype), "numpy")["gemm"]
+                        blas[dtype] = 2 * b * s * D * F / (ms / 1e3) / 1e9
+                    gflops = 3 * layer_matmul_flops(b, s) / (ours["fwd+bwd"]["median_ms"] / 1e3) / 1e9
+                    row.update(gflops=gflops, blas_gflops=blas[dtype], pct_blas=100 * gflops / blas[dtype])
+                    pct = f"{row['pct_blas']:4.0f}%"
+                mem = ""
+                if not args.no_memory:
+                    row["peak_mb"] = harness.peak_memory(script, "layer", kw, "numpy") / 2**20
+                    row["torch_peak_mb"] = harness.peak_memory(script, "layer", kw, "torch") / 2**20
+                    mem = f"{row['peak_mb']:7.1f} {row['torch_peak_mb']:6.1f}"
+                result["layers"].append(row)
+                print(f"{'decoder' if decoder else 'encoder':<8}{b:>3} {s:>4} {dtype:<8}{act:<5}| "
+                      f"{ours['fwd+bwd']['median_ms']:>10.1f} {ref['fwd+bwd']['median_ms']:>7.1f} "
+                      f"{_ratio(res, 'fwd+bwd'):>17} | {ours['fwd']['median_ms']:>7.1f} {ref['fwd']['median_ms']:>7.1f} "
+                      f"{_ratio(res, 'fwd'):>17} | {pct:>5} | {mem:>14} | {harness.load_text(res)}", flush=True)
+
+    if "models" in parts:
+        print(f"\ntraining step (forward, cross-entropy, backward, Adam; V {V}, width {D}, {H} heads, F {F}, "
+              f"one layer per stack, float32) against the torch twin", flush=True)
+        for kind in ("encoder", "seq2seq", "gpt"):
+            for b, s in shapes:
+                kw = dict(kind=kind, b=b, s=s, dtype="float32")
+                res = harness.compare(script, "model", kw, **timing)
+                ours, ref = res["sides"]["numpy"]["train step"], res["sides"]["torch"]["train step"]
+                row = dict(kw, **{k: v for k, v in res.items() if k != "extra"})
+                mem = ""
+                if not args.no_memory:
+                    row["peak_mb"] = harness.peak_memory(script, "model", kw, "numpy") / 2**20
+                    row["torch_peak_mb"] = harness.peak_memory(script, "model", kw, "torch") / 2**20
+                    mem = f"   peak {row['peak_mb']:6.1f} MB, torch {row['torch_peak_mb']:6.1f}"
+                result["models"].append(row)
+                print(f"  {kind:<8} B={b:>2} S={s:>3} {ours['median_ms']:8.1f} ms   torch {ref['median_ms']:8.1f} ms"
+                      f"   ratio {_ratio(res, 'train step')}{mem}   {harness.load_text(res)}", flush=True)
+
+    if "attention" in parts:
+        seq = 1024 if args.quick else 4096
+        res = harness.compare(script, "attention", dict(seq=seq), sides=("tiled", "standard"), **timing)
+        peaks = {side: harness.single(script, "attention_memory", dict(seq=seq), side, warmup=0, repeats=1,
+                                      extra=True)
+                 for side in ("standard", "tiled")}
+        result["tiled_attention"] = dict(seq=seq, peak_mb=peaks, **{k: v for k, v in res.items() if k != "extra"})
+        st, ti = res["sides"]["standard"]["fwd+bwd"], res["sides"]["tiled"]["fwd+bwd"]
+        print(f"\nattention fwd+bwd at (1, 8, {seq}, 64) float32: standard {st['median_ms']:.0f} ms, peak "
+              f"{peaks['standard']:.0f} MB; tiled {ti['median_ms']:.0f} ms, peak {peaks['tiled']:.0f} MB "
+              f"(time x{_ratio(res, 'fwd+bwd').strip()}, memory 1/{peaks['standard'] / peaks['tiled']:.1f})   "
+              f"{harness.load_text(res)}", flush=True)
+
+    print(f"\nwrote {harness.write_json(args.json, result)}")
+    print(f"the benchmark took {(time.perf_counter() - t_start) / 60:.1f} min")
     return 0
 
 

@@ -13,9 +13,7 @@ import os
 import pstats
 import sys
 
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy_transformer as nt  # noqa: E402

@@ -1,9 +1,12 @@
-"""benchmarks/bench_layer.py's command line: the tracked results.json is rewritten only on request, and
+"""benchmarks/bench_layer.py's command line and harness: results go to a path given or to an untracked
+default (never a tracked file), no benchmark sets an environment variable for the timed processes, and
 its --help, benchmarks/README.md and the README quote the same durations. (The benchmark itself is
-never run by the tests: it takes minutes.)"""
+never run by the tests: it takes minutes; the harness's summary is checked on a tiny fake case.)"""
 
+import glob
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -21,15 +24,42 @@ def bench():
     return bench_layer
 
 
-def test_results_json_is_written_only_when_asked(bench):
+def test_results_go_to_the_path_given_or_an_untracked_default(bench):
     parser = bench.build_parser()
-    assert parser.parse_args([]).json is None                                  # a plain run writes nothing
-    assert parser.parse_args(["--quick"]).json is None
+    default = parser.parse_args([]).json
+    assert default == parser.parse_args(["--quick"]).json == bench.DEFAULT_OUT
     assert parser.parse_args(["--out", "x.json"]).json == "x.json"
     assert parser.parse_args(["--json", "x.json"]).json == "x.json"           # the old spelling still works
-    assert parser.parse_args(["--update"]).json == os.path.join(ROOT, "benchmarks", "results.json")
     with pytest.raises(SystemExit):
-        parser.parse_args(["--update", "--out", "x.json"])
+        parser.parse_args(["--update"])                                       # no tracked file is rewritten
+    rel = os.path.relpath(default, ROOT)
+    ignored = subprocess.run(["git", "check-ignore", "-q", rel], cwd=ROOT)
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", rel], cwd=ROOT, capture_output=True)
+    if ignored.returncode == 128:                                             # not a git checkout
+        pytest.skip("git unavailable")
+    assert ignored.returncode == 0 and tracked.returncode != 0, rel
+
+
+def test_no_benchmark_sets_an_environment_variable_for_its_timing():
+    for path in glob.glob(os.path.join(ROOT, "benchmarks", "*.py")):
+        text = open(path, encoding="utf-8").read()
+        assert "OPENBLAS_THREAD_TIMEOUT" not in text, path
+        assert "os.environ.setdefault" not in text and "os.environ[" not in text, path
+
+
+def test_harness_summary_medians_ratios_and_spread(bench, monkeypatch):
+    harness = bench.harness
+    replies = iter([{"seconds": {"s": [0.010, 0.012, 0.011]}},       # round 1: a, then b
+                    {"seconds": {"s": [0.005, 0.005, 0.006]}},
+                    {"seconds": {"s": [0.004, 0.004, 0.004]}},       # round 2: b first, then a
+                    {"seconds": {"s": [0.012, 0.012, 0.013]}}])
+    order = []
+    monkeypatch.setattr(harness, "_run_child", lambda script, req, env=None: order.append(req["side"]) or next(replies))
+    res = harness.compare("x.py", "c", {}, sides=("a", "b"), rounds=2, repeats=3)
+    assert order == ["a", "b", "b", "a"]                                      # alternating
+    assert res["sides"]["a"]["s"]["rounds_ms"] == pytest.approx([11.0, 12.0])
+    assert res["sides"]["a"]["s"]["median_ms"] == pytest.approx(12.0)       # median of all six steps
+    assert res["ratio"]["s"] == pytest.approx({"median": 2.6, "low": 2.2, "high": 3.0})
 
 
 def _durations(text):
@@ -47,6 +77,6 @@ def test_help_and_docs_agree_on_how_long_it_takes(bench, capsys, monkeypatch):
     docs = {name: open(os.path.join(ROOT, *name.split("/")), encoding="utf-8").read()
             for name in ("benchmarks/README.md", "README.md")}
     expect = _durations(help_text)
-    assert expect == ("6", "a"), expect
+    assert expect == ("20", "3"), expect
     for name, text in docs.items():
         assert _durations(text) == expect, name

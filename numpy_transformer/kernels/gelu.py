@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .erf import _pdf_chunk, _phi_chunk, erfc
+from .parallel import scratch
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -28,7 +29,7 @@ def _gelu_exact_chunk(out, x):
 def _gelu_exact_grad_chunk(out, x, dout):
     with np.errstate(over="ignore"):
         _phi_chunk(out, x)                                       # Phi(x)
-        pdf = np.empty_like(x)
+        pdf = scratch(1, x)                                      # _phi_chunk's scratch is slot 0
         _pdf_chunk(pdf, x)                                       # phi(x) = exp(-x**2/2) / sqrt(2 pi)
     pdf *= x
     out += pdf                                                   # Phi(x) + x phi(x)

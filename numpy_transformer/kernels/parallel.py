@@ -4,14 +4,15 @@ NumPy's ufuncs run on one core and release the GIL while they work, so a long el
 computation (GELU's erf takes about 30 passes) can be split into chunks that several threads process
 at once, each chunk's temporaries staying small.
 
-Threads help only when OpenBLAS's own idle threads do not spin on the cores after a matrix product:
-set ``OPENBLAS_THREAD_TIMEOUT=1`` in the environment before NumPy is imported (the benchmark does).
-The number of threads is ``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
+Threads help most when OpenBLAS's own idle threads do not spin on the cores after a matrix product
+(``OPENBLAS_THREAD_TIMEOUT=1`` in the environment before NumPy is imported makes them sleep; the
+benchmark sets nothing, so its figures are those of the defaults). The number of threads is ``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,6 +22,7 @@ CHUNK = 1 << 18                   # at most this many elements per chunk (256K: 
 MIN_PARALLEL = 1 << 16            # below this many elements, one thread does it all
 
 _pool = None
+_local = threading.local()
 
 
 def num_threads():
@@ -64,6 +66,26 @@ def map_chunks(fn, out, *inputs):
         for _ in _get_pool().map(work, range(0, n, size)):
             pass
     return out
+
+
+def scratch(slot, like):
+    """A work array shaped and typed like the 1-D chunk ``like``, kept per thread and ``slot`` (0, 1, ...)
+    and reused by every later call: the chunk kernels' temporaries.
+
+    Why: a fresh 1 MB temporary is fresh pages, and when it is freed glibc returns them to the system
+    (the top of the heap is trimmed past 2x the mmap threshold), so the next call page-faults them all
+    again; measured on this VM, four fresh 256K-element float32 temporaries cost 1000 page faults and
+    15x the arithmetic. A kernel must not hand a scratch array out (the next call overwrites it);
+    chunks above ``CHUNK`` (a kernel called on a whole array) get a fresh array instead.
+    """
+    if like.size > CHUNK:
+        return np.empty_like(like)
+    bufs = _local.__dict__.setdefault("bufs", {})
+    key = (slot, like.dtype.str)
+    buf = bufs.get(key)
+    if buf is None:
+        buf = bufs[key] = np.empty(CHUNK, like.dtype)
+    return buf[:like.size]
 
 
 def map_rows(fn, *arrays):
