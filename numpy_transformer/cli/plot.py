@@ -13,7 +13,7 @@
   plot training LOG --out training.png
       loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl)
   plot gradients LOG --out gradients.png
-      gradient norms by layer over training (vanishing/exploding), from a log of ``train --trace-every N``
+      gradient norms by layer over training (vanishing, exploding), from a ``train --trace-every`` log
 """
 
 from __future__ import annotations
