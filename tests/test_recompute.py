@@ -253,3 +253,51 @@ def test_a_draw_between_the_forward_and_the_backward_is_not_undone_by_the_replay
     _assert_identical(*results, "a draw in between")
     later = [m.h[1].dropout1.rng.random() for m in results]
     assert later[0] == later[1]
+
+
+def _train_config(model, **kw):
+    from numpy_transformer.training import TrainConfig
+    base = dict(num_train=200, num_val=16, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, batch_size=8,
+                warmup=4, dtype="float32", dropout=0.2, steps=5, model=model)
+    base.update(dict(task="reverse", vocab_size=10, seq_len=5) if model == "seq2seq" else
+                dict(digits=2) if model == "gpt" else dict(task="shift", vocab_size=10, seq_len=6))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.mark.parametrize("model,extra", [("encoder", {}), ("encoder", dict(pos_encoding="alibi", norm_first=True)),
+                                         ("seq2seq", {}), ("gpt", {}), ("gpt", dict(pos_encoding="rope"))])
+def test_a_checkpointed_training_run_equals_the_plain_one_bit_for_bit(model, extra):
+    from numpy_transformer.training import Trainer
+    runs = []
+    for ck in (False, True):
+        t = Trainer(_train_config(model, checkpoint_activations=ck, **extra))
+        assert t.model.checkpoint is ck
+        losses = []
+        t.train(callback=lambda r: losses.append(r.loss))
+        runs.append((t, losses))
+    (a, la), (b, lb) = runs
+    assert la == lb and len(la) == 5
+    assert a.step == b.step == 5
+    for (name, p), (_, q) in zip(a.model.named_parameters(), b.model.named_parameters()):
+        assert np.array_equal(p.data, q.data), f"{name} differs after 5 steps"
+    assert _generators(a.model) == _generators(b.model)
+    assert a.evaluate().loss == b.evaluate().loss
+
+
+def test_train_command_takes_checkpoint_activations_and_resume_may_toggle_it(tmp_path, capsys):
+    from numpy_transformer.cli import main
+    from numpy_transformer.training import TrainConfig, Trainer
+    args = ["train", "--task", "shift", "--vocab-size", "10", "--seq-len", "6", "--num-train", "100", "--num-val",
+            "16", "--d-model", "16", "--nhead", "2", "--layers", "2", "--dim-feedforward", "32", "--batch-size", "8",
+            "--warmup", "2", "--quiet", "--no-log"]
+    assert main(args + ["--steps", "3", "--checkpoint-activations", "--save", str(tmp_path / "a.npz")]) == 0
+    assert main(args + ["--steps", "3", "--save", str(tmp_path / "b.npz")]) == 0
+    a, b = Trainer.resume(tmp_path / "a.npz"), Trainer.resume(tmp_path / "b.npz")
+    assert a.config.checkpoint_activations and a.model.checkpoint and not b.model.checkpoint
+    for p, q in zip(a.model.parameters(), b.model.parameters()):
+        assert np.array_equal(p.data, q.data)
+    assert not Trainer.resume(tmp_path / "a.npz", {"checkpoint_activations": False}).model.checkpoint
+    with pytest.raises(ValueError, match="checkpoint_activations must be True or False, got 'yes'"):
+        TrainConfig(checkpoint_activations="yes")
+    capsys.readouterr()
