@@ -301,3 +301,13 @@ def test_train_command_takes_checkpoint_activations_and_resume_may_toggle_it(tmp
     with pytest.raises(ValueError, match="checkpoint_activations must be True or False, got 'yes'"):
         TrainConfig(checkpoint_activations="yes")
     capsys.readouterr()
+
+
+def test_the_study_tools_example_runs_and_prints_true(capsys):
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "study-tools.md").read_text(encoding="utf-8")
+    section = doc.split("### Activation checkpointing", 1)[1].split("\n### ", 1)[0]
+    code, = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)
+    exec(compile(code, "docs/study-tools.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "gradients identical bit for bit: True"
