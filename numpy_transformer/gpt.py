@@ -45,6 +45,7 @@ from .nn import (Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEn
                  TransformerBlock, TransformerEncoderLayer)
 from .model import ModelBase
 from .nn.kv_cache import KVCache, cached_attention
+from .nn.recompute import backward_layer, run_layer
 
 __all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config", "position_ids"]
 
@@ -58,11 +59,16 @@ class GPT(ModelBase):
         Or pass its fields as keyword arguments: ``nt.GPT(vocab_size=16, n_layer=2, ...)``.
     seed : None, int or numpy.random.Generator
         Initialisation and every dropout mask derive from it.
+    checkpoint : bool
+        Activation checkpointing of the blocks (keyword only; not a config field, it changes no
+        result; see :attr:`~numpy_transformer.model.ModelBase.checkpoint`): each block keeps only its
+        input and recomputes its forward in the backward; same gradients bit for bit. The cached
+        (incremental) forward is unaffected.
     """
 
     model_kind = "gpt"              # what a checkpoint records (numpy_transformer.kinds)
 
-    def __init__(self, config=None, seed=None, **kwargs):
+    def __init__(self, config=None, seed=None, *, checkpoint=False, **kwargs):
         super().__init__()
         if config is None:
             config = GPTConfig(**kwargs)
@@ -110,6 +116,7 @@ class GPT(ModelBase):
         self.lm_head = Linear(d, c.vocab_size, bias=False, dtype=dt, seed=rng)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
+        self.checkpoint = checkpoint
 
     # ------------------------------------------------------------------------------------------
     def _check_ids(self, ids, past, real=None):
@@ -202,25 +209,25 @@ class GPT(ModelBase):
         elif kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.drop(x)
-        has_bias = False                   # a learned score bias whose gradient goes back to its table
+        has_bias, saved = False, None      # a learned score bias whose gradient goes back to its table
         if self.config.modern:
-            x, cache, has_bias = self._modern_blocks(x, use_cache, past_key_values, past, mask, pos)
+            x, cache, has_bias, saved = self._modern_blocks(x, use_cache, past_key_values, past, mask, pos)
         elif use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
             padding = None if mask is None else ~mask                            # (B, P+S) True = padding
             for i, block in enumerate(self.h):
                 x = _block_step(block, x, cache, i, padding)
-        elif mask is None:
-            for block in self.h:
-                x = block(x, is_causal=True)                                     # (B, S, D)
         else:
-            causal = F.causal_mask(s)                                            # (S, S) True = may not attend
-            for block in self.h:
-                x = block(x, src_mask=causal, src_key_padding_mask=~mask, is_causal=True)   # (B, S, D)
+            kw = (dict(is_causal=True) if mask is None else     # padded: the causal mask and the padding
+                  dict(src_mask=F.causal_mask(s), src_key_padding_mask=~mask, is_causal=True))
+            saved = []
+            for block in self.h:                       # checkpoint: each block keeps only its input
+                x, kept = run_layer(block, self.checkpoint, x, **kw)                   # (B, S, D)
+                saved.append(kept)
         if use_cache and mask is not None:
             cache.attention_mask = mask
         logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape, mask is not None, has_bias))
+        self._save((use_cache, logits.shape, mask is not None, has_bias, saved))
         return (logits, cache) if use_cache else logits
 
     def _modern_blocks(self, x, use_cache, past_key_values, past, mask, pos):
@@ -233,15 +240,17 @@ class GPT(ModelBase):
             pad = np.where(mask, 0.0, -np.inf).astype(self.dtype)[:, None, None, :]       # (B, 1, 1, P+S)
             const = pad if const is None else const + pad
         kw = dict(attn_bias=bias, attn_mask=const, positions=pos)
-        cache = None
+        cache, saved = None, None
         if use_cache:
             cache = KVCache() if past_key_values is None else past_key_values
             for i, block in enumerate(self.h):
                 x = block.forward_cached(x, cache, i, **kw)
         else:
+            saved = []
             for block in self.h:
-                x = block(x, is_causal=True, **kw)                               # (B, S, D)
-        return x, cache, bias is not None
+                x, kept = run_layer(block, self.checkpoint, x, is_causal=True, **kw)   # (B, S, D)
+                saved.append(kept)
+        return x, cache, bias is not None, saved
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient.
@@ -250,7 +259,7 @@ class GPT(ModelBase):
         the shared parameter and ``wte.backward`` then adds the embedding use's scatter-add: the
         tied gradient is the sum of both (docs/derivations.md).
         """
-        cached, shape, padded, has_bias = self._take()
+        cached, shape, padded, has_bias, saved = self._take()
         if cached:
             raise RuntimeError("GPT.backward() after a cached forward (use_cache=True / past_key_values): incremental "
                                "decoding is inference only and keeps nothing for a backward; train with the full "
@@ -258,12 +267,12 @@ class GPT(ModelBase):
         dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
         dx = self.ln_f.backward(self.lm_head.backward(dlogits))                  # (B, S, D)
         dbias = 0
-        for block in reversed(list(self.h)):
+        for block, kept in reversed(list(zip(self.h, saved))):
             if has_bias:                  # the relative bias table feeds every block: its gradients add
-                dx, db = block.backward(dx)
+                dx, db = backward_layer(block, kept, dx)
                 dbias = dbias + db                                               # (H, S, S)
             else:
-                dx = block.backward(dx)
+                dx = backward_layer(block, kept, dx)
         dx = self.drop.backward(dx)
         if has_bias:
             self.relative_position_bias.backward(dbias)

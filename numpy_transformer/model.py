@@ -24,6 +24,7 @@ from ._checks import (as_float_dtype, as_generator, check_grad, check_ids, check
 from . import functional as F
 from .nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, ModuleList,
                  PositionalEncoding, RelativePositionBias, TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
+from .nn.recompute import backward_layer, run_layer
 
 __all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias"]
 
@@ -68,6 +69,26 @@ class ModelBase(Module):
         return {name: m.__dict__["rng"] for name, m in self.named_modules()
                 if isinstance(m.__dict__.get("rng"), np.random.Generator)}
 
+    @property
+    def checkpoint(self):
+        """Activation checkpointing of the layers (:mod:`numpy_transformer.nn.recompute`): the forward
+        keeps each layer's input only, the backward recomputes the layer's forward; the gradients are
+        the plain path's bit for bit. Set it at any time; it applies from the next forward."""
+        return self.__dict__.get("_checkpoint", False)
+
+    @checkpoint.setter
+    def checkpoint(self, on):
+        if not isinstance(on, (bool, np.bool_)):
+            raise TypeError(f"checkpoint must be True or False, got {on!r}")
+        object.__setattr__(self, "_checkpoint", bool(on))
+        for stack in self._stacks():
+            stack.checkpoint = bool(on)
+
+    def _stacks(self):
+        """The encoder/decoder stacks whose own ``checkpoint`` follows the model's (none: the model
+        runs its layers itself)."""
+        return ()
+
 
 class TransformerModel(ModelBase):
     """Token ids (B, S) -> vocabulary logits (B, S, V) through an encoder stack.
@@ -105,13 +126,18 @@ class TransformerModel(ModelBase):
     dtype : np.float32 or np.float64
     seed : None, int or numpy.random.Generator
         Initialisation and every dropout mask derive from it.
+    checkpoint : bool
+        Activation checkpointing (not in torch's modules; ``torch.utils.checkpoint``'s idea): each layer
+        keeps only its input and recomputes its forward in the backward. Same gradients bit for bit,
+        about one layer's activations of memory instead of ``num_layers``, one more forward of time.
+        Also an attribute (:attr:`ModelBase.checkpoint`); not part of ``config`` (it changes no result).
     """
 
     model_kind = "encoder"          # what a checkpoint records (numpy_transformer.kinds)
 
     def __init__(self, vocab_size, d_model=512, nhead=8, num_layers=1, dim_feedforward=2048, dropout=0.1,
                  max_len=5000, activation="relu", norm_first=False, pos_encoding="sinusoidal",
-                 dtype=np.float32, seed=None):
+                 dtype=np.float32, seed=None, checkpoint=False):
         super().__init__()
         vocab_size = check_positive_int(vocab_size, "vocab_size")
         d_model = check_positive_int(d_model, "d_model")
@@ -157,6 +183,10 @@ class TransformerModel(ModelBase):
             for layer in list(self.encoder.layers)[1:]:          # independent draws for layers 1..L-1
                 layer.load_state_dict(block().state_dict())
         self.head = Linear(d_model, vocab_size, dtype=dt, seed=rng)
+        self.checkpoint = checkpoint
+
+    def _stacks(self):
+        return (self.encoder,) if self.pos_kind not in BIAS_POSITIONS else ()
 
     # ------------------------------------------------------------------------------------------
     def _check_ids(self, ids):
@@ -190,12 +220,13 @@ class TransformerModel(ModelBase):
         elif self.pos_kind == "sinusoidal":
             x = self.pos_encoding(x)                                             # (B, S, D)
         x = self.dropout(x)
+        saved = None
         if self.pos_kind in BIAS_POSITIONS:
-            x = self._bias_layers(x, src_key_padding_mask, bool(is_causal))
+            x, saved = self._bias_layers(x, src_key_padding_mask, bool(is_causal))
         else:
             x = self.encoder(x, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
         logits = self.head(x)                                                    # (B, S, V)
-        self._save(logits.shape)
+        self._save((logits.shape, saved))
         return logits
 
     def _bias_layers(self, x, src_key_padding_mask, is_causal):
@@ -211,29 +242,31 @@ class TransformerModel(ModelBase):
             pad = np.where(pad, 0.0, -np.inf) if pad.dtype == np.bool_ else pad
             pad = pad.astype(self.dtype)[:, None, None, :]                       # (B, 1, 1, S)
             const = pad if const is None else const + pad
-        for layer in self.layers:
-            x = layer(x, attn_bias=bias, is_causal=is_causal, attn_mask=const)   # (B, S, D)
-        return x if self.norm is None else self.norm(x)
+        saved = []
+        for layer in self.layers:                      # checkpoint: each layer keeps only its input
+            x, kept = run_layer(layer, self.checkpoint, x, attn_bias=bias, is_causal=is_causal, attn_mask=const)
+            saved.append(kept)                                                   # x: (B, S, D)
+        return (x if self.norm is None else self.norm(x)), saved
 
-    def _bias_layers_backward(self, dx):
+    def _bias_layers_backward(self, dx, saved):
         dx = dx if self.norm is None else self.norm.backward(dx)
         dbias = 0
-        for layer in reversed(list(self.layers)):
+        for layer, kept in reversed(list(zip(self.layers, saved))):
             if self.pos_kind == "relative":    # one table feeds every layer: the layers' gradients add
-                dx, db = layer.backward(dx)
+                dx, db = backward_layer(layer, kept, dx)
                 dbias = dbias + db                                               # (H, S, S)
             else:
-                dx = layer.backward(dx)
+                dx = backward_layer(layer, kept, dx)
         if self.pos_kind == "relative":
             self.relative_position_bias.backward(dbias)
         return dx
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient."""
-        shape = self._take()
+        shape, saved = self._take()
         dlogits = check_grad(dlogits, "dlogits", shape, self.dtype)
         dx = self.head.backward(dlogits)                                         # (B, S, D)
-        dx = self._bias_layers_backward(dx) if self.pos_kind in BIAS_POSITIONS else self.encoder.backward(dx)
+        dx = self._bias_layers_backward(dx, saved) if self.pos_kind in BIAS_POSITIONS else self.encoder.backward(dx)
         dx = self.dropout.backward(dx)
         if self.pos_kind == "learned":
             dx = self.pos_embed.backward(dx)                                     # dP: the batch sum

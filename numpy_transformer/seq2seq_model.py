@@ -46,13 +46,17 @@ class Seq2SeqModel(ModelBase):
     dtype : np.float32 or np.float64
     seed : None, int or numpy.random.Generator
         Initialisation and every dropout mask derive from it.
+    checkpoint : bool
+        Activation checkpointing of both stacks' layers (``transformer.encoder`` and
+        ``transformer.decoder``; see :attr:`~numpy_transformer.model.ModelBase.checkpoint`): same
+        gradients bit for bit, less memory, one more forward of each layer.
     """
 
     model_kind = "seq2seq"          # what a checkpoint records (numpy_transformer.kinds)
 
     def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, nhead=8, num_encoder_layers=2,
                  num_decoder_layers=2, dim_feedforward=2048, dropout=0.1, max_len=5000, activation="relu",
-                 norm_first=False, pos_encoding="sinusoidal", dtype=np.float32, seed=None):
+                 norm_first=False, pos_encoding="sinusoidal", dtype=np.float32, seed=None, checkpoint=False):
         super().__init__()
         src_vocab_size = check_positive_int(src_vocab_size, "src_vocab_size")
         tgt_vocab_size = check_positive_int(tgt_vocab_size, "tgt_vocab_size")
@@ -85,6 +89,10 @@ class Seq2SeqModel(ModelBase):
                                        dropout, activation, norm_first=norm_first, batch_first=True, dtype=dt,
                                        seed=rng)
         self.head = Linear(d_model, tgt_vocab_size, dtype=dt, seed=rng)
+        self.checkpoint = checkpoint
+
+    def _stacks(self):
+        return (self.transformer.encoder, self.transformer.decoder)
 
     # -- input checks -----------------------------------------------------------------------------------
     def _check_ids(self, ids, name, vocab):

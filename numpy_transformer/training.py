@@ -87,9 +87,12 @@ class TrainConfig:
     # see numpy_transformer.kinds
     model: str = "encoder"
     digits: int = 3               # gpt's addition: digits per operand (numpy_transformer.tasks_lm)
+    # activation checkpointing (model.checkpoint, numpy_transformer.nn.recompute): less memory, one more
+    # forward per layer, the same run bit for bit
+    checkpoint_activations: bool = False
 
-    # what a resumed run must share with its checkpoint (everything but the step budget)
-    RESUME_FREE = ("steps",)
+    # what a resumed run must share with its checkpoint (everything but the step budget and what changes no result)
+    RESUME_FREE = ("steps", "checkpoint_activations")
 
     def __post_init__(self):
         if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
@@ -123,6 +126,8 @@ class TrainConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if not isinstance(self.checkpoint_activations, (bool, np.bool_)):
+            raise ValueError(f"checkpoint_activations must be True or False, got {self.checkpoint_activations!r}")
         check_number(self.lr, "lr", low=0, low_open=True)
         check_number(self.clip, "clip (0 = no clipping)", low=0)
         check_probability(self.dropout, "dropout")
@@ -244,6 +249,7 @@ class Trainer:
         self.data = self.kind.make_data(c)
         seeds = np.random.SeedSequence(c.seed).spawn(2)
         self.model = self.kind.build_model(c, self.data, seed=np.random.default_rng(seeds[0]))
+        self.model.checkpoint = bool(c.checkpoint_activations)
         self.optimizer = OPTIMIZERS[c.optimizer](self.model.parameters(), **c.optimizer_kwargs())
         self.schedule = c.make_schedule()
         self.scheduler = c.make_scheduler(self.optimizer)
@@ -402,8 +408,9 @@ class Trainer:
         if diffs:
             raise CheckpointError(f"{path} was saved from another configuration: " + "; ".join(diffs)
                                   + " (drop these options to resume, or start a new run)")
-        if "steps" in overrides:
-            config.steps = overrides["steps"]
+        for k in TrainConfig.RESUME_FREE:
+            if k in overrides:
+                setattr(config, k, overrides[k])
         trainer = cls(config)
         ckpt.check_model(trainer.model)
         gens = trainer.model.generators()

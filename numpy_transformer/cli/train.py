@@ -66,6 +66,9 @@ def _add_config_options(p):
     g.add_argument("--num-kv-heads", type=int, help="gpt: key/value heads of grouped-query attention, dividing "
                    "--nhead (1 = multi-query; default: --nhead)")
     g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")
+    g.add_argument("--checkpoint-activations", action="store_const", const=True,
+                   help="activation checkpointing: keep each layer's input only and recompute its forward in the "
+                        "backward (less memory, one more forward per layer, the same run bit for bit; may change on --resume)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", help=f"one of {', '.join(sorted(OPTIMIZERS))} (default {_D.optimizer})")
     g.add_argument("--lr", type=float, help=f"peak learning rate (default {_D.lr}); with --schedule warmup the "

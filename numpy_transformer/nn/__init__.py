@@ -35,6 +35,8 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 * ``block.py`` — :class:`TransformerBlock` (the modern options: RMSNorm, rotary, SwiGLU, GQA, a bias),
   :class:`FeedForward`.
 * ``position_bias.py`` — :class:`RelativePositionBias` (T5's learned, bucketed attention bias).
+* ``recompute.py`` — activation checkpointing (``checkpoint=True`` on the stacks and models):
+  :func:`~numpy_transformer.nn.recompute.run_layer`, :func:`~numpy_transformer.nn.recompute.backward_layer`.
 """
 
 from .activations import GELU, ReLU, SiLU, activation_module

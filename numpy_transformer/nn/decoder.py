@@ -30,6 +30,7 @@ from .kv_cache import KVCache, cached_attention
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
+from .recompute import backward_layer, run_layer
 from .transformer import _is_causal_mask, _reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
@@ -329,9 +330,13 @@ class TransformerDecoder(Module):
     norm : LayerNorm, optional
     seed : int or numpy.random.Generator, optional
         Not in torch: the copies' dropout generators.
+    checkpoint : bool
+        Not in torch: activation checkpointing, as :class:`~numpy_transformer.nn.TransformerEncoder`'s
+        (each layer keeps its ``tgt`` input, ``memory`` and masks; the backward recomputes its forward;
+        gradients bit for bit the plain path's). The cached (incremental) forward is unaffected.
     """
 
-    def __init__(self, decoder_layer, num_layers, norm=None, seed=None):
+    def __init__(self, decoder_layer, num_layers, norm=None, seed=None, checkpoint=False):
         super().__init__()
         if not isinstance(decoder_layer, TransformerDecoderLayer):
             raise TypeError(f"decoder_layer must be an nt.TransformerDecoderLayer, got {type(decoder_layer).__name__}")
@@ -349,6 +354,7 @@ class TransformerDecoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.batch_first = decoder_layer.batch_first
+        self.checkpoint = bool(checkpoint)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False,
@@ -398,12 +404,14 @@ class TransformerDecoder(Module):
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
             tgt_is_causal = _is_causal_mask(masks[0])
-        x = tgt
-        for layer in self.layers:
-            x = layer(x, memory, *masks, tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+        x, saved = tgt, []
+        for layer in self.layers:                  # checkpoint: each layer keeps only its inputs
+            x, kept = run_layer(layer, self.checkpoint, x, memory, *masks, tgt_is_causal=tgt_is_causal,
+                                memory_is_causal=memory_is_causal)
+            saved.append(kept)
         if self.norm is not None:
             x = self.norm(x)
-        self._save(True)
+        self._save(saved)
         return x
 
     def backward(self, dout):
@@ -411,12 +419,13 @@ class TransformerDecoder(Module):
 
         ``memory`` fed the cross-attention of *every* layer: its gradient is the sum of theirs.
         """
-        if self._take() is None:
+        saved = self._take()
+        if saved is None:
             raise RuntimeError(_NO_BACKWARD.format(type(self).__name__))
         if self.norm is not None:
             dout = self.norm.backward(dout)
         dmemory = None
-        for layer in reversed(list(self.layers)):
-            dout, dm = layer.backward(dout)
+        for layer, kept in reversed(list(zip(self.layers, saved))):
+            dout, dm = backward_layer(layer, kept, dout)
             dmemory = dm if dmemory is None else dmemory + dm                    # (B, T, D)
         return dout, dmemory

@@ -19,6 +19,7 @@ from .attention import MultiheadAttention
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
+from .recompute import backward_layer, run_layer
 
 __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "dropout_masks"]
 
@@ -191,10 +192,17 @@ class TransformerEncoder(Module):
     enable_nested_tensor, mask_check : bool
         Accepted for torch compatibility; they only affect torch's fast inference path.
     seed : int or numpy.random.Generator, optional
+    checkpoint : bool
+        Not in torch (its ``torch.utils.checkpoint`` wraps calls instead): activation checkpointing.
+        The forward keeps only each layer's input and drops the layer's caches; the backward runs each
+        layer's forward again (same input, same dropout draws) and then its backward, so the gradients
+        are the plain path's bit for bit, for one more forward's time and about one layer's caches of
+        memory instead of ``num_layers`` (:mod:`numpy_transformer.nn.recompute`). An attribute: set
+        ``encoder.checkpoint`` at any time; it applies from the next forward.
     """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True,
-                 seed=None):
+                 seed=None, checkpoint=False):
         super().__init__()
         if not isinstance(encoder_layer, TransformerEncoderLayer):
             raise TypeError(f"encoder_layer must be an nt.TransformerEncoderLayer, got {type(encoder_layer).__name__}")
@@ -212,6 +220,7 @@ class TransformerEncoder(Module):
             raise TypeError(f"norm must be an nt.LayerNorm or None, got {type(norm).__name__}")
         self.norm = norm
         self.batch_first = encoder_layer.batch_first
+        self.checkpoint = bool(checkpoint)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """src (B, S, D) (or (S, B, D) when not batch_first; or unbatched (S, D)) -> same shape.
@@ -239,21 +248,24 @@ class TransformerEncoder(Module):
         F.check_causal_hint(mask, is_causal, "mask", s, s)
         if is_causal is None:
             is_causal = _is_causal_mask(mask)
-        x = src
-        for layer in self.layers:
-            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+        x, saved = src, []
+        for layer in self.layers:                  # checkpoint: each layer keeps only its input
+            x, kept = run_layer(layer, self.checkpoint, x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                                is_causal=is_causal)
+            saved.append(kept)
         if self.norm is not None:
             x = self.norm(x)
-        self._save(True)
+        self._save(saved)
         return x
 
     def backward(self, dout):
-        """dout (B, S, D) -> d src; accumulates every layer's parameter gradients."""
-        self._take()
+        """dout (B, S, D) -> d src; accumulates every layer's parameter gradients (a checkpointed
+        layer's forward is recomputed first)."""
+        saved = self._take()
         if self.norm is not None:
             dout = self.norm.backward(dout)
-        for layer in reversed(list(self.layers)):
-            dout = layer.backward(dout)
+        for layer, kept in reversed(list(zip(self.layers, saved))):
+            dout = backward_layer(layer, kept, dout)
         return dout
 
 
