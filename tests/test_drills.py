@@ -1082,21 +1082,11 @@ def test_new_exercises_draw_their_edge_cases():
     dec = cases("decoder_layer")
     assert any(c["tgt_mask"] is None for c in dec) and any(c["memory_key_padding_mask"] is not None for c in dec)
 
-# Exercises whose case in reference_torch/drill_oracle.py is owed by someone else; remove the entry when
-# it lands (the test below fails as a reminder once the oracle knows the exercise).
-PENDING_ORACLE = set()
-
 
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_agrees_with_the_torch_oracle(name):
     pytest.importorskip("torch")
     from reference_torch import drill_oracle
-    if name in PENDING_ORACLE:
-        try:
-            drill_oracle.run(name, exercises.draw_case(drills.EXERCISES[name], 11, 0).inputs)
-        except KeyError:
-            pytest.skip(f"no torch oracle case for {name} yet (PENDING_ORACLE)")
-        pytest.fail(f"the torch oracle now knows {name}: remove it from PENDING_ORACLE")
     ex = drills.EXERCISES[name]
     for i in range(16):
         case = exercises.draw_case(ex, 11, i)
