@@ -33,8 +33,6 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "1")
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D, H, F, B, S, P = 256, 4, 1024, 8, 128, 0.1
 
