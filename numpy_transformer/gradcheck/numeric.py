@@ -128,9 +128,9 @@ def _diagnose(a, n, tol):
     return ""
 
 
-def _check(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements, rng, exclude_mask):
-    """Build one TensorCheck: validate ``analytic``, take finite differences, compare."""
-    check = TensorCheck(name, kind, tuple(array.shape), total=int(array.size))
+def _analytic(check, kind, array, analytic):
+    """The backward's gradient as float64 (None read as zeros, with a note), kept in ``check``; None
+    (and ``check`` failed, with the reason) when its shape is not the array's."""
     if analytic is None:
         analytic = np.zeros(array.shape)
         check.note = "The backward returned no gradient (None); it was compared against zero."
@@ -140,9 +140,17 @@ def _check(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements,
         check.note = (f"the analytic gradient has shape {analytic.shape} but the {kind} has shape "
                       f"{array.shape}" + (" (transposed?)" if analytic.shape == array.shape[::-1] else ""))
         check.max_abs_err = check.max_rel_err = float("inf")
+        return None
+    check.analytic_grad = analytic.astype(np.float64)
+    return check.analytic_grad
+
+
+def _check(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements, rng, exclude_mask):
+    """Build one TensorCheck: validate ``analytic``, take finite differences, compare."""
+    check = TensorCheck(name, kind, tuple(array.shape), total=int(array.size))
+    analytic = _analytic(check, kind, array, analytic)
+    if analytic is None:
         return check
-    analytic = analytic.astype(np.float64)
-    check.analytic_grad = analytic
     must = int(np.argmax(np.abs(np.nan_to_num(analytic)))) if analytic.size else None
     indices = _select(array.size, max_elements, rng, must)
     if exclude_mask is not None:
@@ -222,18 +230,9 @@ def _check_fast(name, kind, array, analytic, evaluate, dout, *, eps, atol, rtol,
     relative error, as full mode.
     """
     check = TensorCheck(name, kind, tuple(array.shape), total=int(array.size), direction=True)
+    analytic = _analytic(check, kind, array, analytic)
     if analytic is None:
-        analytic = np.zeros(array.shape)
-        check.note = "The backward returned no gradient (None); it was compared against zero."
-    analytic = np.asarray(analytic)
-    if analytic.shape != array.shape:
-        check.passed = False
-        check.note = (f"the analytic gradient has shape {analytic.shape} but the {kind} has shape "
-                      f"{array.shape}" + (" (transposed?)" if analytic.shape == array.shape[::-1] else ""))
-        check.max_abs_err = check.max_rel_err = float("inf")
         return check
-    analytic = analytic.astype(np.float64)
-    check.analytic_grad = analytic
     u = rng.standard_normal(array.shape)
     if exclude_mask is not None:
         u[exclude_mask] = 0.0
