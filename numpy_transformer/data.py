@@ -60,8 +60,19 @@ def make_targets(task, src):
     return TASKS[task](src)
 
 
+class Splits:
+    """``split("train" | "val")`` -> ``(src, tgt)`` of a task's sets (every task's data class has it)."""
+
+    def split(self, name):
+        if name == "train":
+            return self.train_src, self.train_tgt
+        if name in ("val", "validation"):
+            return self.val_src, self.val_tgt
+        raise ValueError(f"split must be 'train' or 'val', got {name!r}")
+
+
 @dataclass
-class TaskData:
+class TaskData(Splits):
     """A task's training and validation sets: ``*_src`` and ``*_tgt`` are int64 arrays (N, L)."""
 
     task: str
@@ -72,12 +83,6 @@ class TaskData:
     val_src: np.ndarray
     val_tgt: np.ndarray
 
-    def split(self, name):
-        if name == "train":
-            return self.train_src, self.train_tgt
-        if name in ("val", "validation"):
-            return self.val_src, self.val_tgt
-        raise ValueError(f"split must be 'train' or 'val', got {name!r}")
 
 
 def make_task(task, vocab_size=32, seq_len=16, num_train=20000, num_val=1000, seed=0):

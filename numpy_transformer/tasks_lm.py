@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_positive_int
+from .data import Splits
 
 __all__ = ["LM_TASKS", "PAD", "EOS", "PLUS", "EQUALS", "DIGIT0", "IGNORE", "VOCAB_SIZE", "LMData",
            "make_lm_task", "encode_prompt", "encode_answer", "decode_answer", "parse_expression"]
@@ -99,7 +100,7 @@ def parse_expression(text, digits):
 
 
 @dataclass
-class LMData:
+class LMData(Splits):
     """The addition task's sets. ``*_src`` (N, L - 1): the input ids ``seq[:-1]``; ``*_tgt`` (N, L - 1):
     the next tokens ``seq[1:]``, ``IGNORE`` inside the prompt. ``*_ab`` (N, 2): the operands."""
 
@@ -120,12 +121,6 @@ class LMData:
         """L: the whole sequence (prompt + answer + EOS)."""
         return self.prompt_len + self.answer_len
 
-    def split(self, name):
-        if name == "train":
-            return self.train_src, self.train_tgt
-        if name in ("val", "validation"):
-            return self.val_src, self.val_tgt
-        raise ValueError(f"split must be 'train' or 'val', got {name!r}")
 
 
 def _rows(a, b, digits):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_positive_int
+from .data import Splits
 
 __all__ = ["SEQ2SEQ_TASKS", "PAD", "EOS", "BOS", "FIRST_TOKEN", "Seq2SeqData", "make_seq2seq_task",
            "decoder_input", "strip_target", "translate_lexicon", "check_seq2seq_task", "target_for"]
@@ -44,7 +45,7 @@ def check_seq2seq_task(task):
 
 
 @dataclass
-class Seq2SeqData:
+class Seq2SeqData(Splits):
     """A seq2seq task's sets: ``*_src`` int64 (N, seq_len) and ``*_tgt`` int64 (N, tgt_len), both
     PAD-padded; each target row ends with EOS. ``tgt_vocab_size`` differs from ``vocab_size`` for
     ``translate``."""
@@ -59,12 +60,6 @@ class Seq2SeqData:
     val_src: np.ndarray
     val_tgt: np.ndarray
 
-    def split(self, name):
-        if name == "train":
-            return self.train_src, self.train_tgt
-        if name in ("val", "validation"):
-            return self.val_src, self.val_tgt
-        raise ValueError(f"split must be 'train' or 'val', got {name!r}")
 
 
 def decoder_input(tgt):
