@@ -1,49 +1,80 @@
-"""numpy-transformer: a Transformer encoder in pure NumPy, every layer with a hand-written backward.
+"""numpy-transformer: Transformers (encoder, decoder, GPT) in pure NumPy, every layer with a
+hand-written backward.
 
 The modules mirror ``torch.nn`` (names, arguments, defaults, masks, ``state_dict`` keys); the
 functional core (:mod:`numpy_transformer.functional`) holds each op as a forward/backward pair.
+
+Every public name below is imported on first use (PEP 562's module ``__getattr__``), as NumPy and
+SciPy do for their submodules: ``import numpy_transformer`` stays quick, and a command such as
+``drill check`` loads only the parts it uses. ``nt.Linear``, ``from numpy_transformer import GPT``
+and ``from numpy_transformer import *`` work as with eager imports.
 """
 
-from . import functional
-from ._trace import trace
-from .nn import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, MultiheadAttention,
-                 Parameter, PositionalEncoding, ReLU, RMSNorm, TokenEmbedding, TransformerEncoder,
-                 TransformerEncoderLayer, dropout_masks, sinusoidal_table)
-from .nn import Transformer, TransformerDecoder, TransformerDecoderLayer
-from .nn import LearnedPositionalEmbedding, SiLU, SwiGLU
-from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
-from .oracle import check_against_torch, check_against_torch_module
+from __future__ import annotations
 
-from . import data, optim
-from .loss import CrossEntropyLoss
-from .model import TransformerModel
-from .gpt import GPT, GPTConfig, llama_config
-from .nn import KVCache
-from .nn import FeedForward, GroupedQueryAttention, TransformerBlock
-from .nn import RotaryEmbedding
-from .nn import RelativePositionBias
-from . import generation
-from .seq2seq_model import Seq2SeqModel
-from . import tasks_seq2seq
-from .bleu import corpus_bleu
-from .optim import clip_grad_norm_
-from . import amp
+import importlib
+from typing import TYPE_CHECKING
+
+# Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
+# that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
+# binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
+from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "functional", "trace", "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList",
-    "MultiheadAttention", "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
+#: the public submodules
+_SUBMODULES = ("functional", "data", "optim", "generation", "tasks_seq2seq", "amp")
+
+#: every other public name -> the module that defines it
+_NAMES = {
+    "trace": "._trace",
+    "CrossEntropyLoss": ".loss",
+    "TransformerModel": ".model",
+    "GPT": ".gpt", "GPTConfig": ".gpt", "llama_config": ".gpt",
+    "Seq2SeqModel": ".seq2seq_model",
+    "corpus_bleu": ".bleu",
+    "clip_grad_norm_": ".optim",
+    "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
+}
+_NAMES.update(dict.fromkeys([
+    "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
+    "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
-]
-__all__ += ["data", "optim", "CrossEntropyLoss", "TransformerModel", "clip_grad_norm_"]
-__all__ += ["gradcheck", "gradcheck_module", "GradcheckResult"]
-__all__ += ["check_against_torch", "check_against_torch_module"]
-__all__ += ["Transformer", "TransformerDecoder", "TransformerDecoderLayer"]
-__all__ += ["GPT", "GPTConfig", "llama_config", "KVCache", "generation"]
-__all__ += ["Seq2SeqModel", "tasks_seq2seq", "corpus_bleu"]
-__all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
-__all__ += ["RotaryEmbedding"]
-__all__ += ["RelativePositionBias"]
-__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]
-__all__ += ["amp"]
+    "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache",
+    "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
+], ".nn"))
+
+__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult"]
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value                 # the next access is an ordinary attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:                            # what editors and type checkers see
+    from . import amp, data, functional, generation, optim, tasks_seq2seq
+    from ._trace import trace
+    from .bleu import corpus_bleu
+    from .gpt import GPT, GPTConfig, llama_config
+    from .loss import CrossEntropyLoss
+    from .model import TransformerModel
+    from .nn import (GELU, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
+                     LearnedPositionalEmbedding, Linear, Module, ModuleList, MultiheadAttention, Parameter,
+                     PositionalEncoding, RelativePositionBias, ReLU, RMSNorm, RotaryEmbedding, SiLU, SwiGLU,
+                     TokenEmbedding, Transformer, TransformerBlock, TransformerDecoder, TransformerDecoderLayer,
+                     TransformerEncoder, TransformerEncoderLayer, dropout_masks, sinusoidal_table)
+    from .optim import clip_grad_norm_
+    from .oracle import check_against_torch, check_against_torch_module
+    from .seq2seq_model import Seq2SeqModel

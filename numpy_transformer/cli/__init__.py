@@ -89,13 +89,17 @@ def parse_tokens(text, seq_len, vocab_size):
     return ids
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The command-line parser. When ``argv`` names a command, only that command's module is imported
+    (``drill check`` then does not pay for importing training, plotting, the registry...); otherwise
+    every command is registered, so that ``--help`` and a mistyped command list them all."""
     parser = argparse.ArgumentParser(
         prog="numpy-transformer",
         description="Transformers (encoder, decoder, GPT) in pure NumPy with hand-written backward passes.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    chosen = [argv[0]] if argv and argv[0] in COMMAND_MODULES else COMMAND_MODULES
+    for name in chosen:
         try:
             module = importlib.import_module(f"numpy_transformer.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -137,7 +141,8 @@ def reader_gone():
 
 
 def main(argv=None):
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
