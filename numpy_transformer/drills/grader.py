@@ -1,9 +1,10 @@
-"""``drill check FILE``: grade a user's file in a subprocess and print the report.
+"""``drill check FILE``: grade a user's file in a process of its own and print the report.
 
 The parent never imports the user's code. It checks the file compiles (reporting a syntax error with
-its line), works out which exercise it is, starts :mod:`._worker` with a wall-clock limit, reads its
-events back, and turns them into the report: PASS/FAIL per case and per returned array, the first
-failing case, the worst element, the known mistake a wrong array matches, the interview clock, a score.
+its line), works out which exercise it is, runs :mod:`._worker` in a process of its own (:mod:`.spawn`)
+with a wall-clock limit, reads its events back, and turns them into the report: PASS/FAIL per case and
+per returned array, the first failing case, the worst element, the known mistake a wrong array
+matches, the interview clock, a score.
 
 Exit status: 0 every check passed; 1 something failed (or the run was cut short); 2 the file cannot be
 graded at all (missing, not Python, syntax error, none of the functions defined, unknown exercise).
@@ -15,7 +16,6 @@ import ast
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +25,7 @@ from .._text import fit
 from . import diagnose
 from .exercises import EXERCISES, get
 from .report import format_duration, report
+from .spawn import run_worker
 
 __all__ = ["check_file", "format_duration", "guess_exercise", "started_at"]
 
@@ -33,11 +34,6 @@ HEADER_STARTED = re.compile(r"^#\s*started:.*\(unix\s+(\d+(?:\.\d+)?)\)", re.M)
 
 DEFAULT_CASES = 40
 DEFAULT_CALL_TIMEOUT = 10.0
-
-
-def _project_root():
-    """The directory holding the ``numpy_transformer`` package (put on the worker's PYTHONPATH)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Out:
@@ -161,22 +157,13 @@ def _check(out, path, opts):
     with tempfile.TemporaryDirectory(prefix="drill-") as tmp:
         events_path = os.path.join(tmp, "events.jsonl")
         open(events_path, "w").close()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _project_root() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        cmd = [sys.executable, "-m", "numpy_transformer.drills._worker", "--file", os.path.abspath(path),
-               "--exercise", ex.name, "--events", events_path, "--seed", str(seed), "--cases", str(cases),
-               "--call-timeout", str(opts.call_timeout), "--torch", opts.torch, "--tol", repr(opts.tol)]
+        argv = ["--file", os.path.abspath(path), "--exercise", ex.name, "--events", events_path,
+                "--seed", str(seed), "--cases", str(cases), "--call-timeout", str(opts.call_timeout),
+                "--torch", opts.torch, "--tol", repr(opts.tol)]
         if opts.dump:
-            cmd += ["--dump", os.path.abspath(opts.dump)]
-        timed_out = False
+            argv += ["--dump", os.path.abspath(opts.dump)]
         t0 = time.time()
-        try:
-            proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-            rc, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            timed_out = True
-            rc, stdout, stderr = None, exc.stdout or b"", exc.stderr or b""
+        rc, stdout, stderr, timed_out = run_worker(argv, timeout, tmp)
         wall = time.time() - t0
         events = []
         with open(events_path, encoding="utf-8") as fh:

@@ -1,0 +1,138 @@
+"""How ``drill check`` starts its grading process (:mod:`numpy_transformer.drills.spawn`).
+
+Both ways (a fork of the checking process, and a fresh interpreter) must isolate the user's file the
+same way: exits, hard exits, infinite loops, printing. And the quick start that made the fork worth it
+must not quietly go: ``import numpy_transformer`` is lazy, and ``drill`` imports only its own command.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+import numpy_transformer as nt
+import numpy_transformer.drills as drills
+from numpy_transformer.drills import spawn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+OK = """
+import numpy as np
+def softmax_forward(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    y = e / e.sum(axis=-1, keepdims=True)
+    return y, y
+"""
+OK_BACKWARD = "def softmax_backward(dy, y):\n    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))\n"
+
+METHODS = ["fork", "subprocess"] if sys.platform.startswith("linux") else ["subprocess"]
+
+
+@pytest.fixture(params=METHODS)
+def method(request, monkeypatch, tmp_path):
+    monkeypatch.setattr(spawn, "FORCE", request.param)
+    monkeypatch.setenv("NT_DRILL_DATA", str(tmp_path / "data"))     # attempts are recorded: not in ~
+    return request.param
+
+
+def grade(tmp_path, src, **kw):
+    path = tmp_path / "softmax.py"
+    path.write_text(src)
+    buf = io.StringIO()
+    kw.setdefault("cases", 4)
+    rc = drills.check_file(str(path), stream=buf, torch="off", quiet=True, **kw)
+    return rc, buf.getvalue()
+
+
+def test_a_correct_file_passes_by_the_chosen_way(method, tmp_path, monkeypatch):
+    used = []
+    for way in ("_run_forked", "_run_subprocess"):
+        real = getattr(spawn, way)
+        monkeypatch.setattr(spawn, way, lambda *a, _real=real, _way=way: used.append(_way) or _real(*a))
+    rc, out = grade(tmp_path, OK + OK_BACKWARD)
+    assert rc == 0, out
+    assert "PASS" in out
+    assert used == ["_run_forked" if method == "fork" else "_run_subprocess"]
+
+
+@pytest.mark.parametrize("src, status, needle", [
+    (OK + "import sys\nsys.exit(3)\n", 2, "importing the file raised SystemExit: 3"),
+    (OK + "def softmax_backward(dy, y):\n    import os\n    os._exit(7)\n", 1,
+     "exited unexpectedly during case 1 (exit status 7)"),
+    (OK + "def softmax_backward(dy, y):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n", 1,
+     "exited unexpectedly during case 1"),
+    (OK + "def softmax_backward(dy, y):\n    import sys\n    sys.exit('bye')\n", 1,
+     "softmax_backward raised SystemExit: bye"),
+])
+def test_exits_are_reported_and_the_caller_lives_on(method, tmp_path, src, status, needle):
+    rc, out = grade(tmp_path, src)
+    assert rc == status, out
+    assert needle in " ".join(out.split()), out
+    # this process (the one that forked, when it did) is unharmed and can grade again
+    assert grade(tmp_path, OK + OK_BACKWARD)[0] == 0
+
+
+def test_the_wall_clock_limit_kills_the_worker(method, tmp_path):
+    src = OK + "def softmax_backward(dy, y):\n    while True:\n        pass\n"
+    rc, out = grade(tmp_path, src, call_timeout=0, timeout=2)
+    assert rc == 1, out
+    assert "ran past the time limit of 2 s" in " ".join(out.split()), out
+
+
+def test_the_users_output_is_captured_not_printed(method, tmp_path, capfd):
+    src = OK.replace("return y, y", "print('debug', y.shape)\n    return y, y") + OK_BACKWARD
+    rc, out = grade(tmp_path, src, show_output=True)
+    assert rc == 0, out
+    assert "debug (1, 1)" in out                            # in the report, where it belongs
+    captured = capfd.readouterr()
+    assert "debug" not in captured.out + captured.err      # and not on the caller's own streams
+
+
+def test_fork_is_the_choice_on_linux_in_a_single_threaded_process():
+    code = ("import sys; from numpy_transformer.drills import spawn; "
+            "print(spawn.spawn_method())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout.strip()
+    assert out == ("fork" if sys.platform.startswith("linux") else "subprocess")
+
+
+def test_another_python_thread_means_a_fresh_interpreter():
+    import threading
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert spawn.spawn_method() == "subprocess"
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
+    code = ("import sys, numpy_transformer as nt\n"
+            "heavy = [m for m in ('numpy_transformer.nn', 'numpy_transformer.functional', 'numpy_transformer.gpt') "
+            "if m in sys.modules]\n"
+            "assert not heavy, heavy\n"
+            "from numpy_transformer import *\n"
+            "assert all(getattr(nt, n) is not None for n in nt.__all__)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
+    assert set(nt.__all__) <= set(dir(nt))
+    assert nt.Linear is nt.nn.Linear and nt.functional.softmax_forward
+    import numpy_transformer.gradcheck.pair                             # the subpackage of the same name
+    assert nt.gradcheck is sys.modules["numpy_transformer.gradcheck.pair"].gradcheck
+    with pytest.raises(AttributeError, match="has no attribute 'Linaer'"):
+        nt.Linaer                                                       # noqa: B018
+
+
+def test_drill_imports_only_its_own_command():
+    code = ("import sys\nfrom numpy_transformer.cli import main\n"
+            "assert main(['drill', 'list']) == 0\n"
+            "loaded = [m for m in ('numpy_transformer.training', 'numpy_transformer.registry', "
+            "'numpy_transformer.cli.train', 'numpy_transformer.plotting') if m in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT), check=True)
