@@ -41,7 +41,7 @@ def _score_block(q_scaled, k_blk, mask, is_causal, r0, r1, c0, c1):
     if mask is not None:
         s += _mask_block(mask, r0, r1, c0, c1)
     if is_causal and c1 - 1 > r0:                     # some column of the tile lies above the diagonal
-        s[..., np.arange(r0, r1)[:, None] < np.arange(c0, c1)[None, :]] = -np.inf
+        np.copyto(s, -np.inf, where=np.arange(r0, r1)[:, None] < np.arange(c0, c1)[None, :])
     return s
 
 
