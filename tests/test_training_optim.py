@@ -366,3 +366,30 @@ def test_trainer_schedule_is_a_lambda_lr_giving_exactly_the_schedule():
             assert opt.param_groups[0]["lr"] == f(step) == ref.param_groups[0]["lr"]
             opt.step(), ref.step(), sched.step(), tsched.step()
         assert max(f(s) for s in range(1, 40)) == pytest.approx(3e-3)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(weight_decay=0.1), dict(amsgrad=True, maximize=True),
+                                dict(decoupled_weight_decay=True, weight_decay=0.1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adam_on_cache_sized_chunks_is_bit_for_bit_the_whole_array_step(kw, dtype):
+    """A parameter larger than the kernels' chunk is updated chunk by chunk on the thread pool
+    (``optim/adam.py``); every element must get exactly the whole-array step's operations, and a
+    non-contiguous parameter (the whole-array path) the same numbers. Checked against torch too."""
+    from numpy_transformer.kernels.parallel import CHUNK
+    rng = np.random.default_rng(0)
+    shape = (3, CHUNK // 2 + 7)                                   # 1.5 chunks and a ragged end
+    start = rng.standard_normal(shape).astype(dtype)
+    grads = [rng.standard_normal(shape).astype(dtype) for _ in range(3)]
+    chunked = nt.Parameter(start.copy())
+    strided = nt.Parameter(np.asfortranarray(start.copy()))      # not C-contiguous: one whole-array call
+    ref = torch.tensor(start, requires_grad=True)
+    opts = [nt.optim.Adam([chunked], lr=1e-2, **kw), nt.optim.Adam([strided], lr=1e-2, **kw),
+            torch.optim.Adam([ref], lr=1e-2, **kw)]
+    for g in grads:
+        chunked.grad, strided.grad, ref.grad = g.copy(), np.asfortranarray(g), torch.tensor(g)
+        for o in opts:
+            o.step()
+    assert np.array_equal(chunked.data, strided.data)
+    assert np.array_equal(opts[0].state[id(chunked)]["exp_avg_sq"], opts[1].state[id(strided)]["exp_avg_sq"])
+    assert_close({"param": (chunked.data, ref.detach().numpy())}, tol=1e-12 if dtype == np.float64 else 1e-6,
+                 dtype=dtype)

@@ -12,10 +12,12 @@ With ``g = -grad`` when ``maximize`` else ``grad`` and ``t`` the step count (fro
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
 from .._checks import check_number
+from ..kernels.parallel import map_chunks
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
@@ -112,24 +114,37 @@ class Adam(Optimizer):
         step = state["step"]
         if group["maximize"]:
             grad = -grad
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p.data *= _scalar(1 - lr * wd, dt)
-            else:
-                grad = grad + _scalar(wd, dt) * p.data
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        _lerp_(m, grad, 1 - beta1)
-        v *= _scalar(beta2, dt)
-        v += _scalar(1 - beta2, dt) * grad * grad
+        if wd != 0 and not group["decoupled_weight_decay"]:
+            grad = grad + _scalar(wd, dt) * p.data                # Adam's L2 (AdamW decays in the step)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
         step_size = lr / bias_correction1
-        bias_correction2_sqrt = math.sqrt(bias_correction2)
-        if group["amsgrad"]:
-            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-            v = state["max_exp_avg_sq"]
-        denom = np.sqrt(v) / _scalar(bias_correction2_sqrt, dt) + _scalar(eps, dt)
-        p.data -= _scalar(step_size, dt) * (m / denom)            # torch: addcdiv_(m, denom, value=-step_size)
+        kernel = partial(_adam_step, beta1=beta1, beta2=beta2, eps=eps, step_size=step_size,
+                         bias_correction2_sqrt=math.sqrt(bias_correction2),
+                         decay=1 - lr * wd if wd != 0 and group["decoupled_weight_decay"] else None)
+        moments = [state["exp_avg"], state["exp_avg_sq"]] + ([state["max_exp_avg_sq"]] if group["amsgrad"] else [])
+        if all(a.flags.c_contiguous for a in [p.data, *moments]):
+            # The same elementwise steps on cache-sized chunks (on the thread pool): each element gets
+            # exactly the operations of the whole-array call, bit for bit, but a step reads and writes
+            # p, m and v once from memory instead of once per operation (13M parameters: 53 MB each).
+            map_chunks(kernel, p.data, np.ascontiguousarray(grad), *moments)
+        else:
+            kernel(p.data, grad, *moments)
+
+
+def _adam_step(p, grad, m, v, v_max=None, *, beta1, beta2, eps, step_size, bias_correction2_sqrt, decay):
+    """One Adam step in place on ``p``, ``m``, ``v`` (and ``v_max`` with amsgrad), in torch's order."""
+    dt = p.dtype
+    if decay is not None:
+        p *= _scalar(decay, dt)                                   # AdamW: decoupled decay first
+    _lerp_(m, grad, 1 - beta1)
+    v *= _scalar(beta2, dt)
+    v += _scalar(1 - beta2, dt) * grad * grad
+    if v_max is not None:
+        np.maximum(v_max, v, out=v_max)
+        v = v_max
+    denom = np.sqrt(v) / _scalar(bias_correction2_sqrt, dt) + _scalar(eps, dt)
+    p -= _scalar(step_size, dt) * (m / denom)                     # torch: addcdiv_(m, denom, value=-step_size)
 
 
 class AdamW(Adam):
