@@ -1,6 +1,6 @@
 """Speed and memory of numpy-transformer against PyTorch, each side in a process of its own.
 
-    python benchmarks/bench_layer.py                # the full table (about 20 min, quiet 2 cores)
+    python benchmarks/bench_layer.py                # the full table (about 25 min, quiet 2 cores)
     python benchmarks/bench_layer.py --quick        # one shape, fewer rounds (about 3 min)
     python benchmarks/bench_layer.py --out r.json   # the results as JSON to r.json
 

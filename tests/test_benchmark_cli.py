@@ -82,6 +82,18 @@ def test_help_and_docs_agree_on_how_long_it_takes(bench, capsys, monkeypatch):
     docs = {name: open(os.path.join(ROOT, *name.split("/")), encoding="utf-8").read()
             for name in ("benchmarks/README.md", "README.md")}
     expect = _durations(help_text)
-    assert expect == ("20", "3"), expect
+    assert expect == ("25", "3"), expect
     for name, text in docs.items():
         assert _durations(text) == expect, name
+
+
+def test_profile_by_op_shares_add_up():
+    """``profile_layer.py --by-op`` times each functional op inside real steps (each op's own time);
+    with the modules' own work the shares make the whole step."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "profile_layer.py"), "--batch", "1",
+                          "--seq", "4", "--steps", "1", "--by-op"], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+    shares = [float(m) for m in re.findall(r"^ *([0-9.]+)% ", out, re.M)]
+    names = re.findall(r"^ *[0-9.]+% +[0-9.]+  (\w+)", out, re.M)
+    assert {"linear_forward", "linear_backward", "scaled_dot_product_attention_backward", "layer_norm_forward"} <= set(names), out
+    assert abs(sum(shares) - 100) < 1.0, out
