@@ -6,14 +6,13 @@ functional core (:mod:`numpy_transformer.functional`) holds each op as a forward
 
 Every public name below is imported on first use (PEP 562's module ``__getattr__``), as NumPy and
 SciPy do for their submodules: ``import numpy_transformer`` stays quick, and a command such as
-``drill check`` loads only the parts it uses. ``nt.Linear``, ``from numpy_transformer import GPT``
-and ``from numpy_transformer import *`` work as with eager imports.
+``drill check`` loads only the parts it uses. ``nt.Linear``, ``nt.nn.Linear`` (any submodule),
+``from numpy_transformer import GPT`` and ``from numpy_transformer import *`` work as with eager
+imports.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 # Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
 # that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
@@ -50,11 +49,18 @@ __all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckRes
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+        value = _importlib.import_module(f".{name}", __name__)
     elif name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name], __name__), name)
-    else:
+        value = getattr(_importlib.import_module(_NAMES[name], __name__), name)
+    elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:                                    # any other submodule, as an eager import made them: nt.nn, nt.gpt
+        try:
+            value = _importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise                        # the submodule exists but needs something missing: say so
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     globals()[name] = value                 # the next access is an ordinary attribute
     return value
 
@@ -63,7 +69,7 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:                            # what editors and type checkers see
+if _TYPE_CHECKING:                            # what editors and type checkers see
     from . import amp, data, functional, generation, optim, tasks_seq2seq
     from ._trace import trace
     from .bleu import corpus_bleu

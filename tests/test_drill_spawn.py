@@ -136,3 +136,82 @@ def test_drill_imports_only_its_own_command():
             "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=ROOT), check=True)
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+
+
+@needs_fork
+def test_an_interrupted_wait_kills_and_reaps_the_child(tmp_path, monkeypatch):
+    """Ctrl-C (or any exception) while the parent waits must not leave the user's loop running."""
+    import time as _time
+    pids = []
+    real_fork = os.fork
+    monkeypatch.setattr(spawn.os, "fork", lambda: pids.append(real_fork()) or pids[-1])
+    calls = []
+
+    def interrupt(seconds):
+        calls.append(seconds)
+        if len(calls) > 20:                      # the child is surely running by now (~0.1 s)
+            raise KeyboardInterrupt
+        _time.sleep(seconds)
+
+    monkeypatch.setattr(spawn.time, "sleep", interrupt)
+    path = tmp_path / "loop.py"
+    path.write_text("while True:\n    pass\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text("")
+    with pytest.raises(KeyboardInterrupt):
+        spawn._run_forked(["--file", str(path), "--exercise", "softmax", "--events", str(events), "--cases", "1"],
+                          60.0, str(tmp_path))
+    with pytest.raises(ChildProcessError):      # reaped: no such child any more
+        os.waitpid(pids[0], os.WNOHANG)
+    with pytest.raises(ProcessLookupError):     # and gone
+        os.kill(pids[0], 0)
+
+
+@needs_fork
+@pytest.mark.parametrize("code, status", [(None, 0), (3, 3), ("bye", 1)])
+def test_the_child_exits_as_the_interpreter_would(tmp_path, code, status):
+    pid = os.fork()
+    if pid == 0:                                 # pragma: no cover - the child
+        spawn._child(lambda argv: sys.exit(code), [], str(tmp_path / "o"), str(tmp_path / "e"))
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == status
+
+
+@needs_fork
+def test_the_elementwise_pool_works_in_a_forked_child():
+    """fork copies only the calling thread: the child must not wait on the parent's pool threads."""
+    import numpy as np
+    from numpy_transformer.kernels import parallel
+    big = np.ones(4 * parallel.CHUNK, np.float32)
+    out = np.empty_like(big)
+    parallel.map_chunks(lambda o, x: np.multiply(x, 2, out=o), out, big)      # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:                                 # pragma: no cover - the child
+        import signal
+        signal.alarm(20)                         # a hang would end here, with SIGALRM's status
+        parallel.map_chunks(lambda o, x: np.multiply(x, 3, out=o), out, big)
+        os._exit(0 if out[0] == 3 else 1)
+    _, st = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(st) == 0
+
+
+def test_the_pool_threads_use_the_callers_errstate():
+    import numpy as np
+    from numpy_transformer.kernels import parallel
+    big = np.full(4 * parallel.CHUNK, 3e38, np.float32)
+    out = np.empty_like(big)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        parallel.map_chunks(lambda o, x: np.multiply(x, 10, out=o), out, big)
+    with np.errstate(over="ignore"):
+        parallel.map_chunks(lambda o, x: np.multiply(x, 10, out=o), out, big)
+    assert np.isinf(out).all()
+
+
+def test_every_submodule_is_an_attribute_as_with_eager_imports():
+    code = ("import numpy_transformer as nt\n"
+            "assert nt.nn.Module and nt.model.TransformerModel and nt.gpt.GPT and nt.kernels.erf\n"
+            "assert 'importlib' not in dir(nt) and 'annotations' not in dir(nt)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)

@@ -7,9 +7,11 @@ status, its output and the events file, and kills it at the wall-clock limit.
 - **fork** (Linux): the worker is a copy of this process, which has already imported NumPy and the
   library, so a check does not pay for a second interpreter start and those imports (about 0.5 s of a
   1.2 s check). The copy redirects its standard streams to files, runs :func:`._worker.main` and ends
-  with ``os._exit``: it never returns into the caller's code. It is used only while this process runs
-  a single Python thread (forking a threaded process can copy a lock another thread holds); OpenBLAS's
-  own threads are safe, as it stops and restarts its pool around ``fork``.
+  with ``os._exit``: it never returns into the caller's code, and the parent kills and reaps it however
+  the wait ends (the time limit, Ctrl-C). It is used only while this process runs a single Python
+  thread (forking a threaded process can copy a lock another thread holds); OpenBLAS's own threads are
+  safe, as it stops and restarts its pool around ``fork``, and so is the library's elementwise pool
+  (:mod:`..kernels.parallel` starts a new one in the copy).
 - **subprocess** (elsewhere, and whenever another Python thread runs): ``python -m
   numpy_transformer.drills._worker`` in a fresh interpreter. macOS and Windows use it always (fork
   after system frameworks are loaded is not safe on macOS; Windows has no fork).
@@ -17,6 +19,7 @@ status, its output and the events file, and kills it at the wall-clock limit.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import subprocess
@@ -74,21 +77,28 @@ def _run_forked(argv, timeout, tmp):
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()               # else the copy would print the parent's pending output again
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:                      # no process to spare: the fresh interpreter may still start
+        return _run_subprocess(argv, timeout)
     if pid == 0:
         _child(_worker.main, argv, out_path, err_path)      # never returns
     deadline = time.monotonic() + timeout
-    timed_out = False
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
+    status = None
+    try:
+        while status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+            elif time.monotonic() > deadline:
+                break
+            else:
+                time.sleep(0.005)
+    finally:
+        if status is None:               # past the limit, or interrupted (Ctrl-C): no runaway child
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            timed_out = True
-            break
-        time.sleep(0.005)
+    timed_out = status is None
     rc = None if timed_out else os.waitstatus_to_exitcode(status)
     return rc, _read(out_path), _read(err_path), timed_out
 
@@ -109,10 +119,12 @@ def _child(main, argv, out_path, err_path):
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if faulthandler.is_enabled():    # the caller's (e.g. pytest's) crash reports: not the worker's
+            faulthandler.disable()
         code = main(argv)
         code = code if isinstance(code, int) else 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+    except SystemExit as exc:            # as the interpreter: None is 0, an int itself, anything else 1
+        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:                # noqa: BLE001 - report it as a subprocess would, then exit
         try:
             import traceback

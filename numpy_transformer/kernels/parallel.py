@@ -36,6 +36,30 @@ def _get_pool():
     return _pool
 
 
+def _forget_pool():
+    """In a forked child: the pool's threads did not come along (fork copies the calling thread only),
+    so its work would wait forever; the child starts a pool of its own on first use."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _in_pool(fn, items):
+    """``fn(item)`` for every item on the pool, each under the caller's ``np.errstate`` (NumPy's error
+    settings are per thread: the pool's threads would otherwise use the defaults)."""
+    err = np.geterr()
+
+    def run(item):
+        with np.errstate(**err):
+            fn(item)
+
+    for _ in _get_pool().map(run, items):
+        pass
+
+
 def map_chunks(fn, out, *inputs):
     """Call ``fn(out_chunk, *input_chunks)`` over aligned 1-D chunks of C-contiguous arrays.
 
@@ -63,8 +87,7 @@ def map_chunks(fn, out, *inputs):
         for i in range(0, n, size):
             work(i)
     else:
-        for _ in _get_pool().map(work, range(0, n, size)):
-            pass
+        _in_pool(work, range(0, n, size))
     return out
 
 
@@ -116,8 +139,7 @@ def map_rows(fn, *arrays):
         for i in range(0, rows, size):
             work(i)
     else:
-        for _ in _get_pool().map(work, range(0, rows, size)):
-            pass
+        _in_pool(work, range(0, rows, size))
 
 
 def map_chunks_naive(fn, out, *inputs):
