@@ -142,32 +142,37 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-o
 
 
 @needs_fork
-def test_an_interrupted_wait_kills_and_reaps_the_child(tmp_path, monkeypatch):
-    """Ctrl-C (or any exception) while the parent waits must not leave the user's loop running."""
-    import time as _time
-    pids = []
-    real_fork = os.fork
-    monkeypatch.setattr(spawn.os, "fork", lambda: pids.append(real_fork()) or pids[-1])
-    calls = []
-
-    def interrupt(seconds):
-        calls.append(seconds)
-        if len(calls) > 20:                      # the child is surely running by now (~0.1 s)
-            raise KeyboardInterrupt
-        _time.sleep(seconds)
-
-    monkeypatch.setattr(spawn.time, "sleep", interrupt)
-    path = tmp_path / "loop.py"
-    path.write_text("while True:\n    pass\n")
-    events = tmp_path / "events.jsonl"
-    events.write_text("")
-    with pytest.raises(KeyboardInterrupt):
-        spawn._run_forked(["--file", str(path), "--exercise", "softmax", "--events", str(events), "--cases", "1"],
-                          60.0, str(tmp_path))
-    with pytest.raises(ChildProcessError):      # reaped: no such child any more
-        os.waitpid(pids[0], os.WNOHANG)
-    with pytest.raises(ProcessLookupError):     # and gone
-        os.kill(pids[0], 0)
+def test_an_interrupted_check_kills_the_grading_child(tmp_path):
+    """Ctrl-C sent to the checking process alone (not its group) while it waits must not leave the
+    user's infinite loop running in the forked child."""
+    import signal
+    import time
+    pidfile = tmp_path / "child.pid"
+    user = tmp_path / "softmax.py"
+    user.write_text(f"import os\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\nwhile True:\n    pass\n")
+    code = ("import io, sys\nimport numpy_transformer.drills as d\n"
+            f"sys.exit(d.check_file({str(user)!r}, exercise='softmax', cases=1, stream=io.StringIO()))\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        for _ in range(600):                     # until the child has started the user's loop
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        parent.send_signal(signal.SIGINT)
+        assert parent.wait(timeout=30) == 130                       # "interrupted"
+        for _ in range(100):
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break                                                # killed and reaped
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            pytest.fail("the grading child outlived the interrupted check")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
 
 
 @needs_fork
