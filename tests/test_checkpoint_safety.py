@@ -77,6 +77,7 @@ def test_a_full_disk_raises_a_clear_error_and_keeps_the_previous_checkpoint(tmp_
     with pytest.raises(CheckpointWriteError) as info:
         save_checkpoint(path, _model())
     assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
+    assert nt.CheckpointWriteError is CheckpointWriteError and nt.CheckpointError is CheckpointError
     message = str(info.value)
     assert message.startswith(f"cannot save checkpoint {path}: no space left on the device")
     assert "previous checkpoint there, if any, is unchanged" in message and "Errno" not in message
