@@ -34,6 +34,7 @@ _NAMES = {
     "corpus_bleu": ".bleu",
     "clip_grad_norm_": ".optim",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
+    "CheckpointError": ".checkpoint", "CheckpointWriteError": ".checkpoint",
 }
 _NAMES.update(dict.fromkeys([
     "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
@@ -73,6 +74,7 @@ if _TYPE_CHECKING:                            # what editors and type checkers s
     from . import amp, data, functional, generation, optim, tasks_seq2seq
     from ._trace import trace
     from .bleu import corpus_bleu
+    from .checkpoint import CheckpointError, CheckpointWriteError
     from .gpt import GPT, GPTConfig, llama_config
     from .loss import CrossEntropyLoss
     from .model import TransformerModel
