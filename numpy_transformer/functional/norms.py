@@ -31,7 +31,13 @@ def _rescaled(x, axes, eps, xhat, rstd, var, centre):
     keeps the division exact and ``y`` in [-2, 2], whose squares cannot overflow. Only the overflowed
     blocks are recomputed (the plain path pays one ``isfinite`` over the (..., 1) variances); a
     block holding an inf or NaN keeps its NaN (as torch).
+
+    float16 (only inside :mod:`numpy_transformer.amp`, whose study runs norms in float16 on purpose) is
+    left as float16 arithmetic gives it: squares above 65504 overflow there, the cliff that
+    docs/mixed-precision.md measures and the reason mixed precision keeps the norms in float32.
     """
+    if x.dtype == np.float16:
+        return xhat, rstd
     finite_x = np.isfinite(x).all(axis=axes, keepdims=True)                  # (..., 1, ..., 1)
     bad = ~np.isfinite(var) & finite_x                                        # the overflowed blocks
     if not bad.any():
@@ -60,7 +66,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, normalized_shape=Non
 
     Biased variance (divide by the n = prod(normalized_shape) elements of each block) and ``eps``
     inside the square root. ``LayerNorm(D)`` normalises each position's D features; ``LayerNorm((S, D))``
-    each sequence's S * D numbers together.
+    each sequence's S * D numbers together. A block whose squares overflow (float32 values beyond
+    ~1e19, e.g. a row around ±1e30) is recomputed scaled by a power of two, so it still normalises to
+    ~±1 with the exact gradient (:func:`_rescaled`).
 
     Parameters
     ----------
@@ -137,6 +145,7 @@ def rms_norm_forward(x, weight=None, eps=None, normalized_shape=None):
 
     ``y = x / sqrt(mean(x**2) + eps) * weight``: no mean is subtracted and there is no bias; the mean of
     squares is taken over the last ``len(normalized_shape)`` axes, and ``eps`` sits inside the root.
+    A block whose squares overflow is recomputed scaled by a power of two (:func:`_rescaled`).
 
     Parameters
     ----------
