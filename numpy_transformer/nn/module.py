@@ -24,14 +24,14 @@ gradients of shared parameters add up (``Parameter.accumulate``). Which cache do
 
 Threads and forked processes
 ----------------------------
-The record of the running pass (``_TAPE``: the forward's tag, the backward's depth and the pass it
-consumes) is kept **per thread** (``threading.local``), as is the active trace (``nt.trace``): threads
-each training their own model never see each other's passes, and give bit for bit the results of the
-same runs one after the other. (One module used by two threads *at once* is not supported: its caches
-are its own, like a torch module's ``.grad``.) A process forked from a threaded one keeps the state of
-the thread that called ``fork`` only, which matches the stack that the child goes on running; the
-passes of the other threads, which did not come along, are gone with them. The passes are numbered
-process-wide (``_CALLS``), so two threads' tags never coincide.
+The running pass (``_TAPE``: the forward's tag, the backward's depth and the pass it consumes) is
+kept **per thread** (``threading.local``), as is the active trace: threads each training their own
+model never see each other's passes and get, bit for bit, the results of the same runs done one after
+the other. Passes are numbered process-wide (``_CALLS``), so no two threads' tags coincide. One module
+run by two threads *at once* is not supported (a new top-level call drops the caches the other
+thread's call left, as above, and both add into the same ``.grad``). A child forked from a threaded
+process has the state of the forking thread only, which matches the stack it goes on running; the
+other threads' passes are gone with those threads.
 """
 
 from __future__ import annotations
