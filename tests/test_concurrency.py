@@ -289,10 +289,16 @@ def collect(pid, read, timeout=60):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_children_forked_from_a_threaded_process_train_as_serially(serial, parked_threads):
     """Forked while the kernels' pool has live threads and two other threads are inside a forward and a
-    backward: every child trains, and its run equals the serial one bit for bit."""
+    backward (the last child from a thread other than the main one): every child trains, and its run
+    equals the serial one bit for bit."""
     big = np.linspace(-3, 3, 4 * parallel.MIN_PARALLEL)
     parallel.map_chunks(np.tanh, np.empty_like(big), big)          # the elementwise pool's threads start
-    children = [(seed, *fork_and_train(seed)) for seed in range(4)]
+    children = [(seed, *fork_and_train(seed)) for seed in range(3)]
+    from_thread = []
+    forker = threading.Thread(target=lambda: from_thread.append(fork_and_train(3)))
+    forker.start()
+    forker.join(timeout=60)
+    children += [(3, *from_thread[0])]
     results = {seed: collect(pid, read) for seed, pid, read in children}
     for seed, (data, code) in results.items():
         assert code == 0, f"the child training seed {seed} failed (exit code {code})"
