@@ -181,9 +181,10 @@ class Module:
             def traced_backward(self, *args, **kw):
                 caches = list(self._caches)
                 tape = _TAPE                             # this thread's
-                if tape.backward_depth == 0:             # a top-level backward: which pass it consumes
+                depth = tape.backward_depth
+                if depth == 0:                           # a top-level backward: which pass it consumes
                     tape.backward_tag = caches[-1][0] if caches else self._last_tag
-                tape.backward_depth += 1
+                tape.backward_depth = depth + 1
                 try:
                     grad = backward(self, *args, **kw)
                 except Exception as exc:
@@ -196,8 +197,8 @@ class Module:
                                      "call them in reverse order of the forwards)")
                     raise
                 finally:
-                    tape.backward_depth -= 1
-                    if tape.backward_depth == 0:
+                    tape.backward_depth = depth
+                    if depth == 0:
                         tape.backward_tag = None
                 if _trace.active():
                     _trace.record_backward(self, grad)
