@@ -46,7 +46,6 @@ from . import _trace_grads
 from ._text import WIDTH, fit
 
 
-
 class _Local(threading.local):
     """The calling thread's active trace (``_LOCAL.active``: a :class:`Trace`, or None)."""
 
