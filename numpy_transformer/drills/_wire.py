@@ -96,11 +96,14 @@ def decode(body):
         raise WireError(f"malformed message ({type(exc).__name__}: {exc})") from None
 
 
-def send(fd, obj):
-    """Write ``obj``'s frame to the file descriptor ``fd``."""
+def send(fd, obj, wait=None):
+    """Write ``obj``'s frame to the file descriptor ``fd``; ``wait()`` blocks until ``fd`` is writable
+    (raising on a deadline), then at most a pipe's buffer is written at a time."""
     data = memoryview(encode(obj))
     while data:
-        n = os.write(fd, data)
+        if wait is not None:
+            wait()
+        n = os.write(fd, data[:1 << 16] if wait is not None else data)
         data = data[n:]
 
 

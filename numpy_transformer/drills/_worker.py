@@ -14,7 +14,10 @@ Before importing the file it seals itself off the library (:func:`._guard.seal`)
   ``{"ok": False, "kind": ..., "message": ...}`` when the file cannot be imported;
 * then, per request ``{"op": "run", "inputs": {...}, "skip": {function: reason}}``, it answers
   ``{"outputs": {name: {"array": a} | {"problem": text} | {"missing": True}}, "failure": ..., "notes": [...],
-  "mutations": [...], "seconds": s}``; end of file on its input ends it.
+  "mutations": [...], "seconds": s}``; to ``{"op": "batch", "inputs": [...], "skip": ...}`` (every case of
+  a check in one message: one round trip, and the parent computes the references meanwhile) it sends
+  one such answer per inputs, in order, skipping a function on later cases once it timed out; end of
+  file on its input ends it.
 """
 
 from __future__ import annotations
@@ -120,9 +123,18 @@ def serve(path, exercise, call_timeout, rfd, wfd):
         _wire.send(wfd, {"ok": True, "callable": [f for f in ex.functions if callable(getattr(module, f, None))]})
         while True:
             msg = _wire.receive(rfd)
-            if msg is None or msg.get("op") != "run":
+            if msg is None or msg.get("op") not in ("run", "batch"):
                 return 0
-            _wire.send(wfd, _answer(ex, module, msg, path, call_timeout))
+            if msg["op"] == "run":
+                _wire.send(wfd, _answer(ex, module, msg, path, call_timeout))
+                continue
+            skip = dict(msg.get("skip") or {})
+            for inputs in msg["inputs"]:
+                answer = _answer(ex, module, {"inputs": inputs, "skip": skip}, path, call_timeout)
+                f = answer["failure"]
+                if f is not None and f["kind"] == "timeout":
+                    skip[f["function"]] = f"skipped: {f['function']} timed out on an earlier case"
+                _wire.send(wfd, answer)
 
 
 def main(argv=None):

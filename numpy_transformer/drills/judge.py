@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import re
 import time
 from types import SimpleNamespace
@@ -39,7 +38,17 @@ class Candidate:
         self.child = child
 
     def run(self, inputs, skip=None):
-        msg = self.child.request({"op": "run", "inputs": inputs, "skip": dict(skip or {})})
+        return self._result(self.child.request({"op": "run", "inputs": inputs, "skip": dict(skip or {})}))
+
+    def run_all(self, inputs_list, skip=None):
+        """Send every case's inputs at once; yield the results in order, each as it arrives (a function
+        that times out is skipped on the later cases, as ``grade_case`` would ask)."""
+        self.child.send({"op": "batch", "inputs": list(inputs_list), "skip": dict(skip or {})})
+        for _ in inputs_list:
+            yield self._result(self.child.receive())
+
+    @staticmethod
+    def _result(msg):
         outputs = {}
         for name, v in (msg.get("outputs") or {}).items():
             if isinstance(v, dict) and isinstance(v.get("array"), np.ndarray):
@@ -59,10 +68,10 @@ class Candidate:
 
 
 class Events(list):
-    """The events of one check, each as JSON would give it back (lists, not tuples or arrays)."""
+    """The events of one check, each as JSON would give it back (lists, not tuples or arrays; a copy)."""
 
     def emit(self, **event):
-        self.append(json.loads(json.dumps(_jsonable(event))))
+        self.append(_jsonable(event))
 
 
 def _jsonable(x):
@@ -168,12 +177,14 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
     budget["seconds"] -= time.perf_counter() - t0
 
 
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None):
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None):
+    """Grade one case: the reference, the candidate's outputs (``user``: already received from the child,
+    else run here), the comparisons, the known mistakes and the oracle. Returns the case event's fields."""
     inputs = case.inputs
     ref = _reference_outputs(ex, inputs)
     t0 = time.perf_counter()
-    rec = _run(ex, module, inputs, time_limit, path, disabled)
-    seconds = time.perf_counter() - t0
+    rec = user if user is not None else _run(ex, module, inputs, time_limit, path, disabled)
+    seconds = getattr(rec, "seconds", None) if user is not None else time.perf_counter() - t0
     failure = rec.failure
     if failure is not None:
         failure = dict(failure)
@@ -319,12 +330,14 @@ def grade_all(ex, path, args, child, ev):
         disabled = {}
         pair_budget = {"seconds": 8.0}
         failing = []
-        for i in range(args.cases):
+        cases = [draw_case(ex, args.seed, i) for i in range(args.cases)]
+        answers = module.run_all([c.inputs for c in cases], disabled)
+        for i, case in enumerate(cases):
             ev.emit(event="start", index=i)
-            case = draw_case(ex, args.seed, i)
+            user = next(answers)
             try:
                 res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
-                                 pair_budget)
+                                 pair_budget, user=user)
             except (ChildGone, Deadline):
                 raise
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash

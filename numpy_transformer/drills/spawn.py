@@ -73,6 +73,12 @@ class Child:
             self.timed_out = True
             raise Deadline()
 
+    def _wait_writable(self):
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([], [self.to_child], [], left)[1]:
+            self.timed_out = True
+            raise Deadline()
+
     def receive(self):
         """The child's next message (raises :class:`ChildGone`, :class:`Deadline`)."""
         try:
@@ -85,12 +91,16 @@ class Child:
             raise ChildGone("the grading process ended")
         return msg
 
-    def request(self, msg):
-        """Send ``msg``; return the child's answer."""
+    def send(self, msg):
+        """Send ``msg`` to the child (raises :class:`ChildGone`)."""
         try:
-            _wire.send(self.to_child, msg)
+            _wire.send(self.to_child, msg, self._wait_writable)
         except OSError as exc:                        # a closed pipe: the child has gone
             raise ChildGone(str(exc)) from None
+
+    def request(self, msg):
+        """Send ``msg``; return the child's answer."""
+        self.send(msg)
         return self.receive()
 
     def _poll(self):
