@@ -116,7 +116,20 @@ class Child:
         return self.status is not None
 
     def close(self, grace=1.0):
-        """End the child (a polite "exit" first, then SIGKILL to its whole process group); reap it."""
+        """End the child (end of file on its input first, then SIGKILL to its whole process group); reap it.
+
+        Ctrl-C, SIGTERM and SIGHUP wait until this is done (they are blocked meanwhile), so that no
+        signal can leave the child or its group running."""
+        signals = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+        masked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, signals) if masked else None
+        try:
+            return self._close(grace)
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    def _close(self, grace):
         for fd in (self.to_child, self.from_child):
             try:
                 os.close(fd)                          # the child reads end of file: it exits
