@@ -11,8 +11,20 @@ import numpy as np
 __all__ = ["GradcheckError", "TensorCheck", "HygieneCheck", "GradcheckResult"]
 
 
-class GradcheckError(AssertionError):
-    """Raised by :meth:`GradcheckResult.raise_if_failed`; its message is the full report."""
+class GradcheckError(AssertionError, RuntimeError):
+    """A failed check: raised by ``raise_exception=True`` and by ``result.raise_if_failed()``.
+
+    Its message is the full report. It is a ``RuntimeError``, as torch's
+    ``torch.autograd.gradcheck.GradcheckError``, so ``except RuntimeError`` written for torch catches it,
+    and an ``AssertionError``, so a failed check inside a test reads as a failed assertion. (The torch
+    checker's ``TorchCheckError`` is a subclass: ``except nt.GradcheckError`` catches every checker's.)
+    """
+
+
+def _check_flag(value, arg):
+    """Refuse a non-bool flag (``raise_exception="no"`` would otherwise read as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{arg} must be True or False, got {value!r}")
 
 
 def _fmt_index(index):
@@ -127,7 +139,8 @@ class HygieneCheck:
 class GradcheckResult:
     """All the :class:`TensorCheck` of one gradcheck, with a printable report.
 
-    ``result.passed`` is True when every tensor passed; ``result["x"]`` is the check of ``x``;
+    ``result.passed`` is True when every tensor passed, and the result itself is truthy exactly then
+    (``assert gradcheck(...)``, ``if result:``); ``result["x"]`` is the check of ``x``;
     ``str(result)`` is the table; :meth:`raise_if_failed` raises :class:`GradcheckError` with it.
     ``result.hygiene`` holds the :class:`HygieneCheck` of the backward (in-place edits, second backward);
     they count towards ``passed``. ``fast_mode`` says which comparison ran.
@@ -146,6 +159,10 @@ class GradcheckResult:
     @property
     def passed(self):
         return all(c.passed for c in self.checks) and all(h.passed for h in self.hygiene)
+
+    def __bool__(self):
+        """``result.passed``: a failed check is falsy, so ``assert gradcheck(...)`` fails when it should."""
+        return self.passed
 
     @property
     def failures(self):
