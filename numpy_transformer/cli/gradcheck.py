@@ -11,9 +11,10 @@ compared with
     column reads "torch not installed" without torch). ``--dtype float32`` runs (b) in float32 (our
     float32 code against torch's); (a) is always float64.
 
-Errors are relative to the gradient's scale; a gradient that is zero to within the absolute tolerance
-(max|fd| <= atol: a key bias's, which the softmax ignores) has nothing to be relative to, and its
-row shows the absolute error against atol instead (marked "a"). A row that tests nothing reads "-".
+Errors are relative to the gradient's scale; a gradient that is zero to within the absolute
+tolerance (max|fd| <= atol: a key bias's, which the softmax ignores) has nothing to be relative to,
+and its row shows the absolute error against atol instead (marked "a"). A row that tests nothing
+reads "-".
 The exit status is 1 when any gradient fails either check.
 """
 
