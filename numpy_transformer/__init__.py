@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 # Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
 # that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
 # binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
-from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
+from .gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
 
 __version__ = "0.1.0"
 
@@ -45,7 +45,7 @@ _NAMES.update(dict.fromkeys([
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
 ], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult"]
+__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult", "GradcheckError"]
 
 
 def __getattr__(name):
