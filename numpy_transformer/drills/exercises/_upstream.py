@@ -1,25 +1,23 @@
-"""The upstream gradients of the drills' cases (``dy``, ``dout``, ``dbias``), from a stream of their own.
+"""The upstream gradients of the drills' cases (``dy``, ``dout``, ``dbias``), from the checkers' own stream.
 
 An exercise's ``draw`` draws its inputs and an upstream gradient from one generator; :func:`replace_upstream`
-then replaces every upstream array by :func:`upstream_gradient`, drawn from a ``SeedSequence`` with a fixed
-spawn key of its own. No ``default_rng(seed)`` a user or a case draws from has that spawn key, so the
-upstream gradient cannot coincide with the data it multiplies, and one that comes out parallel to an input
-of the same shape (cosine +-1: a backward that used the input where it should use the gradient would pass)
-is drawn again.
+then replaces every upstream array by :func:`upstream_gradient`, which is the one upstream draw of every
+checker (:func:`numpy_transformer.gradcheck.upstream.upstream_gradient`) on a stream named by the case
+(seed, index, exercise) and the input's slot. That stream has the checkers' spawn key, which no
+``default_rng(seed)`` a user or a case draws from has, so the upstream gradient cannot coincide with the
+data it multiplies, and one that comes out parallel to an input of the same shape (cosine +-1: a backward
+that used the input where it should use the gradient would pass) is drawn again.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...gradcheck.upstream import PARALLEL_COSINE
+from ...gradcheck.upstream import upstream_gradient as _checker_upstream
+
 #: the inputs that hold an upstream gradient, in the order of their sub-stream
 UPSTREAM = ("dy", "dout", "dbias")
-
-#: the spawn key of the upstream stream ("drill-dout" as a number): no generator made from a seed has it
-SPAWN_KEY = 0x6472696C6C2D64
-
-_COSINE = 1.0 - 1e-6
-_REDRAWS = 16
 
 
 def parallel(a, b):
@@ -28,7 +26,7 @@ def parallel(a, b):
     na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
     if na == 0.0 or nb == 0.0:
         return na == nb
-    return abs(float(a @ b)) / (na * nb) >= _COSINE
+    return abs(float(a @ b)) / (na * nb) >= PARALLEL_COSINE
 
 
 def upstream_gradient(seed, index, name, slot, shape, inputs):
@@ -44,24 +42,15 @@ def upstream_gradient(seed, index, name, slot, shape, inputs):
         The position of the input in :data:`UPSTREAM` (each upstream input has its own sub-stream).
     shape : tuple of int
     inputs : dict
-        The case's inputs: the gradient is drawn again while it is parallel to one of the same shape
-        (arrays of fewer than two elements are always parallel and are not compared).
+        The case's inputs: the gradient is drawn again while it is parallel to one of the same shape.
 
     Returns
     -------
     ndarray of float64
     """
-    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(index), len(name), *name.encode()],
-                                spawn_key=(SPAWN_KEY, int(slot)))
-    rng = np.random.default_rng(ss)
-    others = [v for v in inputs.values() if isinstance(v, np.ndarray) and v.shape == tuple(shape)
-              and v.dtype.kind == "f"]
-    g = rng.standard_normal(shape)
-    for _ in range(_REDRAWS):
-        if g.size < 2 or not any(parallel(g, v) for v in others):
-            break
-        g = rng.standard_normal(shape)
-    return g
+    stream = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(index), len(name), *name.encode()],
+                                    spawn_key=(int(slot),))
+    return _checker_upstream(shape, stream, avoid=[v for v in inputs.values() if isinstance(v, np.ndarray)])
 
 
 def replace_upstream(case, seed, index, name):
