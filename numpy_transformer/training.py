@@ -44,7 +44,7 @@ class TrainingDiverged(FloatingPointError):
     over a good checkpoint (:meth:`Trainer.save` refuses non-finite weights)."""
 
     def __init__(self, step, loss, what=None):
-        super().__init__(f"{what or f'the loss of step {step} is {loss}'} (not finite): training diverged")
+        super().__init__(f"training diverged: {what or f'the loss of step {step} is {loss}'}")
         self.step, self.loss = step, loss
 
 
@@ -243,7 +243,7 @@ class Trainer:
                                "half-updated; resume from the previous checkpoint instead")
         bad = next((name for name, p in self.model.named_parameters() if not np.isfinite(p.data).all()), None)
         if bad is not None:
-            raise TrainingDiverged(self.step, None, f"after step {self.step} the weight {bad} is")
+            raise TrainingDiverged(self.step, None, f"the weight {bad} is not finite after step {self.step}")
         gens = {name: g.bit_generator.state for name, g in self.model.generators().items()}
         b = self.batcher.state_dict()
         return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),

@@ -21,6 +21,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 from .._text import fit
 from ..checkpoint import CheckpointError
 from ..interrupts import exit_status, signal_name, signals_blocked, signum_of
@@ -113,7 +115,8 @@ class TrainRun:
             self._header()
             self.bar = _progress(self.c.steps, self.trainer.step, self.args.quiet)
             self.t_start = time.perf_counter()
-            self.trainer.train(callback=self._on_step, trace_every=self.settings["trace_every"])
+            with np.errstate(over="ignore", invalid="ignore"):      # a nan/inf stops the run, loudly
+                self.trainer.train(callback=self._on_step, trace_every=self.settings["trace_every"])
             return self._finish()
         except KeyboardInterrupt as exc:
             return self._stopped(self._interrupted, exc)
@@ -292,12 +295,6 @@ class TrainRun:
         if self.bar is not None:
             self.bar.close()
 
-    def _kept(self):
-        if self.last_checkpoint is None:
-            return "nothing was saved"
-        path, step = self.last_checkpoint
-        return f"the last checkpoint, {path} (step {step}), is kept"
-
     def _interrupted(self, exc):
         trainer, signum = self.trainer, signum_of(exc)
         by = "" if signal_name(signum) == "SIGINT" else f" by {signal_name(signum)}"
@@ -333,14 +330,16 @@ class TrainRun:
     def _diverged(self, exc):
         if self.log is not None:
             self.log.write("diverged", exc.step, loss=exc.loss, time=self.log.now())
-        print(f"error: {exc}; stopped, {self._kept()} (nothing non-finite is saved); "
-              f"try a smaller --lr (this run's is {self.c.lr:g})", file=sys.stderr)
+        kept = ("" if self.last_checkpoint is None else
+                f", so {self.last_checkpoint[0]} keeps step {self.last_checkpoint[1]} (the last finite state)")
+        print(f"error: {exc}; stopped without saving{kept}; try a smaller --lr (this run's is {self.c.lr:g})",
+              file=sys.stderr)
         return 1
 
     def _save_failed(self, exc):
         if self.log is not None:
             self.log.write("error", exc.step, message=str(exc), time=self.log.now())
-        kept = ("the previous checkpoint is intact: " + self._kept().replace("the last checkpoint, ", "", 1)
-                if self.last_checkpoint else "no checkpoint was saved")
+        kept = ("nothing was saved" if self.last_checkpoint is None else
+                "the previous checkpoint, {} (step {}), is intact".format(*self.last_checkpoint))
         print(f"error: {exc}; training stopped; {kept}", file=sys.stderr)
         return 1
