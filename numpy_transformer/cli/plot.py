@@ -233,7 +233,7 @@ def _seq2seq_input(args, ckpt, model):
     from .. import tasks_seq2seq as s2s
     from ..kinds import get_kind
     from ..training import checkpoint_config
-    from .train import _parse_source
+    from .train_use import _parse_source
     c = checkpoint_config(ckpt)
     kind = get_kind("seq2seq")
     data = kind.make_data(c)
