@@ -14,6 +14,12 @@ Each line has a ``kind`` and a ``step`` (the number of optimisation steps done w
     {"kind": "resume", "step": 400, "time": "..."}
     {"kind": "end",    "step": 1000, "wall_seconds": 71.3}
 
+A run that stops early ends with one of (``train``'s messages say the same)::
+
+    {"kind": "interrupted", "step": 512, "time": "...", "signal": "SIGTERM"}
+    {"kind": "diverged",    "step": 57,  "loss": null, "time": "..."}
+    {"kind": "error",       "step": 400, "message": "cannot save the checkpoint ...", "time": "..."}
+
 A ``trace`` line's ``grad_norms`` are each layer's input gradient norm (the residual stream entering
 it) and ``param_grad_norms`` the norm of all its parameter gradients together, from the input side up
 (``plot gradients``).

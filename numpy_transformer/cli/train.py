@@ -9,6 +9,15 @@ difference seen. A JSON-lines log (``--log``, by default ``reverse.log.jsonl`` n
 records the training loss, token accuracy and learning rate of every step (``--log-every``) and each
 validation, for ``plot training``; ``--trace-every N`` traces every Nth step (``nt.trace``), prints
 its health checks and logs its gradient norms by layer, for ``plot gradients``.
+
+A resumed run keeps every setting of the original (the configuration, --eval-every, --log-every,
+--trace-every, the log). An existing --save checkpoint or log is another run's: refused unless
+--force (or --resume of that run); a log that is a symbolic link is refused always. Ctrl-C,
+SIGTERM and SIGHUP at any moment after the first step (the final evaluation and save included)
+finish the current step and save a checkpoint (without --save to TASK-interrupted.npz, or TASK-
+interrupted-2.npz, ... if that exists); status 128 + the signal's number (Ctrl-C: 130). A nan/inf
+loss stops the run with one error line (status 1), saving nothing over the last checkpoint; so
+does a failed save (a full disk).
 """
 
 from __future__ import annotations
