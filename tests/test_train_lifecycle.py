@@ -260,3 +260,16 @@ def test_a_resumed_run_keeps_every_setting_of_the_original(tmp_path, monkeypatch
     assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": str(log)}
     for name, v in full.model.state_dict().items():
         assert np.array_equal(ck.model_state[name], v), name
+
+
+def test_resuming_into_another_save_path_does_not_take_over_an_existing_log(tmp_path, capsys):
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    assert main(["train", *ARGS, "--steps", "2", "--save", str(a)]) == 0
+    (tmp_path / "b.log.jsonl").write_text("another run's log\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(a), "--save", str(b), "--steps", "3", "--quiet"]) == 2
+    assert "error: the log " + str(tmp_path / "b.log.jsonl") + " already exists" in capsys.readouterr().err
+    assert (tmp_path / "b.log.jsonl").read_text() == "another run's log\n" and not b.exists()
+    (tmp_path / "b.log.jsonl").unlink()
+    assert main(["train", "--resume", str(a), "--save", str(b), "--steps", "3", "--quiet"]) == 0
+    assert load_checkpoint(b).extra_json["step"] == 3 and load_checkpoint(a).extra_json["step"] == 2

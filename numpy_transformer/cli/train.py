@@ -159,18 +159,21 @@ def _same_file(a, b):
 
 
 def _log_path(args, save, stored):
-    """The log's path (None: no log) and whether it is the resumed run's own log."""
+    """The log's path (None: no log) and whether it is the resumed run's own log (continued, not new)."""
     if args.no_log:
         return None, False
-    own = None
+    own = path = None
     if args.resume:                            # the original run's choice (older checkpoints: next to it)
         kept = stored.get("log", NEXT_TO_CHECKPOINT)
-        own = default_log_path(save) if kept == NEXT_TO_CHECKPOINT else kept
+        if kept == NEXT_TO_CHECKPOINT:
+            own, path = default_log_path(args.resume), default_log_path(save)
+        else:
+            own = path = kept
+    elif save:
+        path = default_log_path(save)
     if args.log:
-        return args.log, own is not None and _same_file(args.log, own)
-    if args.resume:
-        return own, own is not None
-    return (default_log_path(save) if save else None), False
+        path = args.log
+    return path, path is not None and own is not None and _same_file(path, own)
 
 
 def _start(args):
