@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from typing import Callable, Iterator
 
 __all__ = ["Interrupted", "INTERRUPT_SIGNALS", "interrupt_signals", "deferred_interrupts", "signals_blocked",
-           "signal_name", "exit_status"]
+           "signal_name", "signum_of", "exit_status"]
 
 INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
@@ -27,12 +28,12 @@ INTERRUPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM"
 class Interrupted(KeyboardInterrupt):
     """A KeyboardInterrupt that knows which signal caused it (``signum``)."""
 
-    def __init__(self, signum, message=None):
+    def __init__(self, signum: int, message: str | None = None):
         super().__init__(message or signal_name(signum))
         self.signum = signum
 
 
-def signal_name(signum):
+def signal_name(signum: int) -> str:
     """``signal.SIGTERM`` -> ``"SIGTERM"``."""
     try:
         return signal.Signals(signum).name
@@ -40,12 +41,12 @@ def signal_name(signum):
         return f"signal {signum}"
 
 
-def signum_of(exc):
+def signum_of(exc: BaseException) -> int:
     """The signal behind a KeyboardInterrupt: its ``signum``, else SIGINT (Python's own Ctrl-C)."""
     return getattr(exc, "signum", signal.SIGINT)
 
 
-def exit_status(exc):
+def exit_status(exc: BaseException) -> int:
     """The shell's status for a process stopped by ``exc``'s signal: 128 + signal number (Ctrl-C: 130)."""
     return 128 + int(signum_of(exc))
 
@@ -64,7 +65,7 @@ def _main_thread():
 
 
 @contextlib.contextmanager
-def interrupt_signals():
+def interrupt_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP raise :class:`Interrupted` inside the block (as Ctrl-C raises
     KeyboardInterrupt); ignored signals stay ignored; the previous handlers are restored after.
     Outside the main thread (where no handler can be installed) it changes nothing."""
@@ -84,7 +85,7 @@ def interrupt_signals():
 
 
 @contextlib.contextmanager
-def deferred_interrupts(busy=lambda: False):
+def deferred_interrupts(busy: Callable[[], bool] = lambda: False) -> Iterator["_Deferral"]:
     """Inside the block, each interrupt signal whose handler raises KeyboardInterrupt is only noted:
     the context's ``requested()`` turns true and ``check(step)`` raises :class:`Interrupted` (call it
     between steps). A second signal raises at once unless ``busy()`` (the optimizer update)."""
@@ -118,7 +119,7 @@ class _Deferral:
 
 
 @contextlib.contextmanager
-def signals_blocked():
+def signals_blocked() -> Iterator[None]:
     """Hold the interrupt signals back (``pthread_sigmask``) for the block; one that arrived meanwhile
     is delivered when it ends (so it raises just after the block). Main thread only; elsewhere, or
     without ``pthread_sigmask``, it changes nothing."""

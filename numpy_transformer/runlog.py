@@ -47,7 +47,7 @@ class LogPathError(OSError):
     """A log path that must not be written: a symbolic link (never followed), or another run's log."""
 
 
-def check_log_path(path, overwrite=True):
+def check_log_path(path: str | os.PathLike, overwrite: bool = True) -> str:
     """Raise :class:`LogPathError` when ``path`` is a symbolic link (a log is never written through
     one: it could point anywhere), or when it exists and ``overwrite`` is false."""
     path = os.fspath(path)
@@ -111,7 +111,7 @@ class RunLog:
     with ``O_NOFOLLOW``.
     """
 
-    def __init__(self, path, resume_step=None, overwrite=True):
+    def __init__(self, path: str | os.PathLike, resume_step: int | None = None, overwrite: bool = True):
         self.path = check_log_path(path, overwrite=overwrite or resume_step is not None)
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)

@@ -43,7 +43,7 @@ class TrainingDiverged(FloatingPointError):
     trainer is left after step ``step - 1``, whose weights produced it, so nothing of it should be saved
     over a good checkpoint (:meth:`Trainer.save` refuses non-finite weights)."""
 
-    def __init__(self, step, loss, what=None):
+    def __init__(self, step: int, loss: float | None, what: str | None = None):
         super().__init__(f"training diverged: {what or f'the loss of step {step} is {loss}'}")
         self.step, self.loss = step, loss
 
@@ -233,7 +233,7 @@ class Trainer:
                                   max_examples=max_examples, batch_size=batch_size)
 
     # -- checkpoints --------------------------------------------------------------------------------
-    def save(self, path, run=None):
+    def save(self, path, run: dict | None = None):
         """Write a checkpoint that :meth:`resume` continues exactly; ``run`` (a JSON-able dict: the
         ``train`` command's own settings, such as ``eval_every``) is stored for the resumed run
         (:attr:`run_settings`). Raises RuntimeError after a step broken inside its update, and

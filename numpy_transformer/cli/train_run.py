@@ -36,7 +36,7 @@ RUN_DEFAULTS = {"eval_every": 200, "log_every": 1, "trace_every": 0}
 NEXT_TO_CHECKPOINT = "next-to-checkpoint"        # the stored "log" setting of a log at default_log_path(save)
 
 
-def pause_for_tests(phase):
+def pause_for_tests(phase: str) -> None:
     """Test-only hook: with the environment variable ``NT_TEST_PAUSE`` equal to ``phase`` (``startup``,
     ``final-eval`` or ``final-save``), write ``paused at PHASE`` to stderr and sleep 5 s there, so that
     a test can signal a real ``train`` process at exactly that moment. Unset, it does nothing."""
@@ -45,7 +45,7 @@ def pause_for_tests(phase):
         time.sleep(5)
 
 
-def claim_fresh_path(stem, ext=".npz"):
+def claim_fresh_path(stem: str, ext: str = ".npz") -> str:
     """The first of ``stem.npz``, ``stem-2.npz``, ``stem-3.npz``, ... that does not exist, created empty
     (``O_EXCL``: no other process can take it meanwhile) for a save to replace."""
     n = 1
@@ -109,7 +109,8 @@ class TrainRun:
         self.window = []                             # StepResults since the last "train" log line
 
     # -- the run --------------------------------------------------------------------------------------
-    def run(self):
+    def run(self) -> int:
+        """Train, report, save; the exit status (0, 1 for an error, 128 + signal number when interrupted)."""
         try:
             self._open_log()
             self._header()
