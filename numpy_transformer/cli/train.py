@@ -146,7 +146,7 @@ def _checked_settings(args, stored):
     settings = {k: (getattr(args, k) if getattr(args, k) is not None else stored.get(k, d))
                 for k, d in RUN_DEFAULTS.items()}
     if settings["eval_every"] < 0:
-        raise ValueError(f"--eval-every must be >= 0 (0 = only at the end), got {settings['eval_every']}")
+        raise ValueError(f"--eval-every must be >= 0, got {settings['eval_every']} (0 = only at the end)")
     if settings["log_every"] <= 0:
         raise ValueError(f"--log-every must be >= 1, got {settings['log_every']}")
     if settings["trace_every"] < 0:
