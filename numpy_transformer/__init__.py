@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 # Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
 # that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
 # binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
-from .gradcheck import GradcheckResult, gradcheck, gradcheck_module
+from .gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
 
 __version__ = "0.1.0"
 
@@ -34,6 +34,7 @@ _NAMES = {
     "corpus_bleu": ".bleu",
     "clip_grad_norm_": ".optim",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
+    "CheckpointError": ".checkpoint", "CheckpointWriteError": ".checkpoint",
 }
 _NAMES.update(dict.fromkeys([
     "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
@@ -44,7 +45,7 @@ _NAMES.update(dict.fromkeys([
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
 ], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult"]
+__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult", "GradcheckError"]
 
 
 def __getattr__(name):
@@ -73,6 +74,7 @@ if _TYPE_CHECKING:                            # what editors and type checkers s
     from . import amp, data, functional, generation, optim, tasks_seq2seq
     from ._trace import trace
     from .bleu import corpus_bleu
+    from .checkpoint import CheckpointError, CheckpointWriteError
     from .gpt import GPT, GPTConfig, llama_config
     from .loss import CrossEntropyLoss
     from .model import TransformerModel

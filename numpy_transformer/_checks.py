@@ -51,9 +51,11 @@ def as_float_dtype(dtype, name="dtype"):
 
 
 def as_generator(seed):
-    """``seed`` (None, int, SeedSequence or Generator) as a ``numpy.random.Generator``."""
+    """``seed`` (None, int >= 0, SeedSequence or Generator) as a ``numpy.random.Generator``."""
     if isinstance(seed, np.random.Generator):
         return seed
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed < 0:
+        raise ValueError(f"seed must be a non-negative int (or None, or a numpy.random.Generator), got {seed}")
     if seed is None or isinstance(seed, (int, np.integer, np.random.SeedSequence)):
         return np.random.default_rng(seed)
     raise TypeError(f"seed must be None, an int or a numpy.random.Generator, got {type(seed).__name__}")

@@ -26,12 +26,17 @@ first record holding one says so), a gradient exactly zero (or exactly zero in s
 gradient entry above ``EXPLODING_GRAD``, and by layer a gradient vanishing or exploding relative to the
 top layer's (``VANISHING_RATIO``, ``EXPLODING_RATIO``; ``Trace.layer_grad_norms``).
 
-Kept off the hot path: modules call :func:`active` (one global lookup) before recording anything.
+Kept off the hot path: modules call :func:`active` (one thread-local lookup) before recording anything.
+
+Threads: the active trace is the calling thread's (``threading.local``). A ``with nt.trace(...)`` block
+records the forwards and backwards its own thread runs, never another thread's, even of the same
+modules; a model run in a worker thread is traced by a block opened in that thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -40,7 +45,15 @@ import numpy as np
 from . import _trace_grads
 from ._text import WIDTH, fit
 
-_ACTIVE: Optional["Trace"] = None
+
+class _Local(threading.local):
+    """The calling thread's active trace (``_LOCAL.active``: a :class:`Trace`, or None)."""
+
+    def __init__(self):
+        self.active: Optional["Trace"] = None
+
+
+_LOCAL = _Local()
 
 # Thresholds of the health checks (the seed design's "normal range" column).
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
@@ -207,7 +220,20 @@ def _join(a, b):
 
 
 def active():
-    return _ACTIVE is not None
+    """Whether a trace is recording in the calling thread."""
+    return _LOCAL.active is not None
+
+
+@contextlib.contextmanager
+def suspended():
+    """Nothing is recorded in the calling thread while the block runs (the trace, if any, resumes
+    after it): a recomputed forward (activation checkpointing) is one the trace saw already."""
+    local = _LOCAL
+    previous, local.active = local.active, None
+    try:
+        yield
+    finally:
+        local.active = previous
 
 
 def _name(module):
@@ -256,7 +282,7 @@ def record_forward(module, out, args=()):
         flag = _embedding_flag(out)
     elif kind == "PositionalEncoding" and out.ndim == 3 and out.shape[1]:
         flag = _position_flag(module, out, args)
-    _ACTIVE.add(_name(module), out, "forward", flag=flag)
+    _LOCAL.active.add(_name(module), out, "forward", flag=flag)
 
 
 def record_embedding(module, out, name=None):
@@ -265,7 +291,7 @@ def record_embedding(module, out, name=None):
     if not isinstance(out, np.ndarray):
         return
     name = name or f"{_name(module)} * sqrt(d_model)"
-    _ACTIVE.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
+    _LOCAL.active.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
 
 
 def _input_names(module, n):
@@ -281,31 +307,31 @@ def _input_names(module, n):
 def record_backward(module, grad):
     """Called after each module's ``backward``: the gradient it returns for its input, or for each of
     its inputs when it returns several (``(dtgt, dmemory)`` of a decoder layer: note ``d tgt``, ``d memory``)."""
-    _ACTIVE.backward_modules.append(module)
+    _LOCAL.active.backward_modules.append(module)
     if isinstance(grad, tuple):
         arrays = [(i, g) for i, g in enumerate(grad) if isinstance(g, np.ndarray)]
         if len(arrays) > 1:
             names = _input_names(module, len(grad))
             for i, g in arrays:
-                _ACTIVE.add(f"{_name(module)}", g, "backward", note=f"d {names[i]}")
+                _LOCAL.active.add(f"{_name(module)}", g, "backward", note=f"d {names[i]}")
             return
         grad = arrays[0][1] if arrays else None
     if isinstance(grad, np.ndarray):
-        _ACTIVE.add(f"{_name(module)}", grad, "backward", note="d input")
+        _LOCAL.active.add(f"{_name(module)}", grad, "backward", note="d input")
     elif grad is None:
         # An Embedding has no input gradient: record its weight gradient instead.
         w = getattr(module, "weight", None)
         if w is not None and getattr(w, "grad", None) is not None:
-            _ACTIVE.add(f"{_name(module)}.weight", w.grad, "backward", note="d weight")
+            _LOCAL.active.add(f"{_name(module)}.weight", w.grad, "backward", note="d weight")
 
 
 def record_attention(module, cache):
     """Inside multi-head attention: the head split, the scores' range and the softmax row sums."""
     name = _name(module)
     attn = cache.attn
-    _ACTIVE.add(f"{name}.q (heads)", attn.q)
-    _ACTIVE.add(f"{name}.k (heads)", attn.k)
-    _ACTIVE.add(f"{name}.v (heads)", attn.v)
+    _LOCAL.active.add(f"{name}.q (heads)", attn.q)
+    _LOCAL.active.add(f"{name}.k (heads)", attn.k)
+    _LOCAL.active.add(f"{name}.v (heads)", attn.v)
     scores = (attn.q * attn.q.dtype.type(attn.scale)) @ np.swapaxes(attn.k, -1, -2)   # (B, H, S, T)
     factor = applied_scale_factor(attn.q, attn.k, attn.probs)
     flag, note = "", "softmax input vs q k^T / sqrt(Dh): cannot tell (all masked, or a float mask)"
@@ -317,26 +343,26 @@ def record_attention(module, cache):
                    else "a wrong scale")
             flag = (f"the softmax's scores are {factor:.3g} x q k^T / sqrt(Dh), expected 1 "
                     f"({why}? sqrt(Dh) = {root:.3g})")
-    _ACTIVE.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
+    _LOCAL.active.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
     rows = attn.probs.sum(axis=-1)                                                        # (B, H, S)
     live = rows[rows != 0]                       # rows with every key masked are all-zero by design
     flag = ""
     if live.size and np.abs(live - 1).max() > 1e-3:
         flag = "softmax rows do not sum to 1"
     note = f"row sums in [{live.min():.6f}, {live.max():.6f}]" if live.size else "every row masked"
-    _ACTIVE.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
+    _LOCAL.active.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
 
 
 def attention_recorder(module):
     """The ``record(name, array)`` callable that :meth:`MultiheadAttention.backward` and
     :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: it
     records dP, dA, dq, dk, dv with their per-head norms (:func:`._trace_grads.attention_recorder`)."""
-    return _trace_grads.attention_recorder(_ACTIVE, _name(module))
+    return _trace_grads.attention_recorder(_LOCAL.active, _name(module))
 
 
 def record_residual(module, grad, where):
     """A layer's residual stream between its sub-layers: ``grad`` its gradient (phase "backward")."""
-    _ACTIVE.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
+    _LOCAL.active.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
 
 
 def applied_scale_factor(q, k, probs):
@@ -375,6 +401,9 @@ def trace(*modules, keep_arrays=False):
     sub-layers. When the block ends, each layer's input gradient is compared with the top layer's:
     below ``VANISHING_RATIO`` (1e-3) x it is flagged vanishing, above ``EXPLODING_RATIO`` (1e3) exploding.
 
+    Only the calling thread's calls are recorded: a forward or backward another thread runs meanwhile,
+    even of these modules, is not (trace a model run in a worker thread from inside that thread).
+
     Parameters
     ----------
     *modules : Module
@@ -389,16 +418,16 @@ def trace(*modules, keep_arrays=False):
         When the block ends, if a backward ran in it, every parameter gradient is recorded too
         (phase "parameter").
     """
-    global _ACTIVE
     for root in modules:
         for name, m in root.named_modules():
             object.__setattr__(m, "_trace_name", name or type(root).__name__)
-    previous, _ACTIVE = _ACTIVE, Trace(keep_arrays=bool(keep_arrays))
-    current = _ACTIVE
+    local = _LOCAL                                     # this thread's: other threads are not recorded
+    previous, current = local.active, Trace(keep_arrays=bool(keep_arrays))
+    local.active = current
     try:
         yield current
     finally:
-        _ACTIVE = previous
+        local.active = previous
         _record_parameters(current, modules)
         _trace_grads.flag_layers(current)
 

@@ -12,10 +12,20 @@ Layout (every entry a plain array; nothing pickled, loaded with ``allow_pickle=F
     optim/state/<i>/<name> per-parameter optimizer state (arrays; "step" a 0-d float)
     extra/<name>           anything else the caller saves (arrays); extra_json: JSON of the rest
 
-Saving is atomic: the file is written next to the target under a temporary name, flushed to disk and
-renamed over the target with ``os.replace``, so an interrupted save never leaves a truncated checkpoint.
-Loading validates the format, version, configuration, every key, shape and dtype *before* anything is
-written into a model or optimizer; a mismatch raises ``CheckpointError`` naming what differs.
+Saving is atomic and durable (:mod:`numpy_transformer.checkpoint_files`): the file is written next to
+the target under a temporary name ``.tmp-<name>-<pid>-<random>``, fsynced, given the umask's permissions,
+renamed over the target with ``os.replace``, and the directory is fsynced, so an interrupted save never
+leaves a truncated checkpoint; a full disk raises :class:`CheckpointWriteError` (an ``OSError``: "no
+space left on the device") with the previous checkpoint unchanged; the temporary files a killed save
+left are removed by the next save or load of that checkpoint.
+
+Loading never unpickles and validates before it reads or builds anything big
+(:mod:`numpy_transformer.checkpoint_validate`): every member's ``.npy`` header (shape and dtype against
+the bytes stored), the format, version, configuration, the model configuration against the stored
+weights and this machine's memory, and a training checkpoint's step, batcher and generator states;
+:meth:`Checkpoint.check_model` compares every key, shape and dtype *before* anything is written into a
+model or optimizer. A refusal raises ``CheckpointError`` naming the field, what it holds and what was
+expected.
 """
 
 from __future__ import annotations
@@ -29,7 +39,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError", "FORMAT", "VERSION"]
+from .checkpoint_files import CheckpointWriteError, atomic_write, remove_stale_temps, temp_prefix
+from .checkpoint_validate import check_model_config, check_model_memory, check_training_state, read_headers
+
+__all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError", "CheckpointWriteError",
+           "FORMAT", "VERSION"]
 
 FORMAT = "numpy-transformer-checkpoint"
 VERSION = 1
@@ -49,7 +63,10 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
     Returns the path written (exactly ``path``: no ``.npz`` suffix is appended). Raises TypeError when
     ``model`` has no ``config`` (only a ``TransformerModel`` can be rebuilt from a checkpoint), and
     FileNotFoundError / IsADirectoryError / PermissionError, before writing anything, for a path that
-    cannot be a file or whose directory cannot be written.
+    cannot be a file or whose directory cannot be written. A write that fails (a full disk) raises
+    :class:`CheckpointWriteError` (an ``OSError``: "cannot save checkpoint PATH: no space left on the
+    device ...") and leaves the previous file at ``path`` unchanged. The file's permissions are
+    ``0o666`` less the umask; stale temporary files of earlier, killed saves of ``path`` are removed.
     """
     config_of = getattr(model, "__dict__", {}).get("config")
     if hasattr(config_of, "to_dict"):                   # GPT's GPTConfig dataclass
@@ -78,18 +95,7 @@ def save_checkpoint(path, model, optimizer=None, config=None, extra_arrays=None,
     if bad:
         raise TypeError(f"checkpoint entries must be plain arrays (they are loaded without pickle), but "
                         f"{bad} hold Python objects")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, lambda f: np.savez(f, **arrays))
     return path
 
 
@@ -112,7 +118,7 @@ def check_save_path(path):
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"cannot save a checkpoint to {path}: the directory {directory} does not exist")
     try:
-        fd, probe = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + "-", dir=directory)
+        fd, probe = tempfile.mkstemp(prefix=temp_prefix(path), dir=directory)
     except OSError as exc:
         raise PermissionError(f"cannot save a checkpoint to {path}: no file can be created in the directory "
                               f"{directory} ({exc.strerror or exc})") from None
@@ -165,14 +171,17 @@ class Checkpoint:
         return model
 
     def build_model(self, seed=None):
-        """A fresh model of this checkpoint's kind (``TransformerModel`` or ``Seq2SeqModel``) with its
-        configuration and weights."""
+        """A fresh model of this checkpoint's kind (``TransformerModel``, ``Seq2SeqModel`` or ``GPT``)
+        with its configuration and weights. A ``model_config`` whose sizes disagree with the stored
+        weights (``d_model`` against the embedding's width, the number of layers stored, ...) raises
+        CheckpointError before anything is built."""
         from .kinds import MODEL_CLASSES
         if self.model_kind not in MODEL_CLASSES:
             raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}; this code builds "
                                   f"{sorted(MODEL_CLASSES)}")
         cls = MODEL_CLASSES[self.model_kind]
         cfg = dict(self.model_config)
+        check_model_config(self.path, self.model_kind, cfg, {k: v.shape for k, v in self.model_state.items()})
         try:
             model = cls(**cfg, seed=seed)
         except (TypeError, ValueError) as exc:
@@ -202,12 +211,23 @@ class Checkpoint:
 
 
 def load_checkpoint(path):
-    """Read and validate a checkpoint's structure; returns a :class:`Checkpoint` (nothing applied)."""
+    """Read and validate a checkpoint; returns a :class:`Checkpoint` (nothing applied, nothing built).
+
+    Every array's header is checked before its data is read, and nothing is unpickled. A training
+    checkpoint (one with a training ``config``, as ``train`` writes) is checked whole: its model
+    configuration against the stored weights, its training configuration against the model
+    configuration, and its step, batcher and generator states, so that a ``Trainer`` can be built from
+    it. Stale temporary files of killed saves of ``path`` are removed. Raises FileNotFoundError for a
+    missing file and CheckpointError (naming the field, what it holds and what was expected) for
+    anything else that cannot be used.
+    """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if os.path.isfile(path) and os.path.getsize(path) == 0 or path == os.devnull:
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it is empty (0 bytes)")
+    if os.path.isfile(path):
+        remove_stale_temps(path)
     try:
         npz = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
@@ -217,7 +237,7 @@ def load_checkpoint(path):
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it holds a single array, not an .npz archive")
     try:
         with npz:
-            return _read(path, npz)
+            return _read(path, npz, read_headers(path))
     except CheckpointError:
         raise
     except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error, json.JSONDecodeError) as exc:
@@ -227,7 +247,7 @@ def load_checkpoint(path):
         raise CheckpointError(f"{path} is damaged: {type(exc).__name__}: {exc}") from exc
 
 
-def _read(path, npz):
+def _read(path, npz, headers):
     files = set(npz.files)
     if "__format__" not in files or str(npz["__format__"]) != FORMAT:
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint (no {FORMAT!r} marker)")
@@ -245,6 +265,15 @@ def _read(path, npz):
         raise CheckpointError(f"{path}: damaged configuration entries: {exc}") from exc
     if not all(isinstance(c, dict) for c in (model_config, config, extra_json)):
         raise CheckpointError(f"{path}: damaged configuration entries (not JSON objects)")
+    model_kind = str(npz["model_kind"]) if "model_kind" in files else "encoder"    # older files: the encoder
+    shapes = {k[len("model/"):]: headers[k][0] for k in headers if k.startswith("model/")}
+    if config:                            # a training checkpoint: Trainer.resume builds from it
+        check_model_config(path, model_kind, model_config, shapes)
+        perm_shape = headers["extra/batcher_perm"][0] if "extra/batcher_perm" in headers else None
+        check_training_state(path, model_kind, model_config, config, extra_json, perm_shape,
+                             lambda: npz["extra/batcher_perm"])
+    else:
+        check_model_memory(path, model_kind, model_config)
     model_state = {k[len("model/"):]: npz[k] for k in npz.files if k.startswith("model/")}
     optim_state, optim_type = None, None
     if "optim/param_groups" in files:
@@ -256,6 +285,5 @@ def _read(path, npz):
                 state.setdefault(int(i), {})[name] = npz[k]
         optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
     extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
-    model_kind = str(npz["model_kind"]) if "model_kind" in files else "encoder"    # older files: the encoder
     return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json,
                       model_kind)

@@ -54,8 +54,20 @@ def top_p_filter(scores, top_p, min_tokens_to_keep=1):
 
 def sample_from_logits(scores, rng):
     """One token per row from ``softmax(scores)`` (B, V) by inverse CDF with one uniform draw per row;
-    a token of probability 0 is never drawn."""
-    probs = np.exp(log_softmax(scores))                                          # (B, V)
+    a token of probability 0 is never drawn.
+
+    A row whose probabilities are not a distribution (a NaN or +inf score, or every score -inf) raises
+    ValueError, as ``torch.multinomial`` refuses "probability tensor contains either inf, nan or
+    element < 0" (NumPy's inverse CDF would silently draw token 0)."""
+    with np.errstate(invalid="ignore"):
+        probs = np.exp(log_softmax(scores))                                      # (B, V)
+    bad = np.flatnonzero(~np.isfinite(probs).all(axis=-1))
+    if len(bad):
+        row = scores[bad[0]]
+        raise ValueError(f"cannot sample: the scores of row {int(bad[0])} give no probability distribution "
+                         f"(probability tensor contains either inf, nan or element < 0: the row holds "
+                         f"{int(np.isnan(row).sum())} NaN, {int(np.isposinf(row).sum())} +inf and "
+                         f"{int(np.isneginf(row).sum())} -inf of {row.size} scores); check the model's logits")
     cdf = np.cumsum(probs, axis=-1)
     u = rng.random(scores.shape[0])[:, None] * cdf[:, -1:]                       # (B, 1)
     return np.argmax(cdf > u, axis=-1)                                           # first index past u
@@ -80,7 +92,13 @@ def _check_ids(ids, vocab_size):
 def _token_list(value, name, vocab_size):
     if value is None:
         return None
-    values = [value] if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else list(value)
+    try:
+        values = [value] if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else list(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a token id or a list of ids, got {value!r}") from None
+    if not values:
+        raise ValueError(f"{name} must be a token id or a non-empty list of ids, got {value!r} (pass None for "
+                         "no such token)")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or (vocab_size and v >= vocab_size):
             where = f"in [0, {vocab_size})" if vocab_size else ">= 0"
@@ -110,11 +128,17 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         k-th kept), then top-p (the smallest set of most likely tokens whose probability reaches
         ``top_p``). ``top_k=None`` and ``top_p=None`` (or 1.0) filter nothing (Hugging Face's
         ``GenerationConfig`` defaults ``top_k`` to 50). Setting them without ``do_sample`` raises.
+        ``temperature`` must be > 0; one so small that ``logits / temperature`` overflows (e.g. 1e-310)
+        gives its limit, the argmax (ties share the probability), where Hugging Face's division gives
+        inf and NaN probabilities. Logits that make no distribution (a NaN or +inf, or a row of -inf)
+        raise ValueError when sampling, as ``torch.multinomial`` does.
     num_beams : int
         > 1: beam search (sampling with beams is not implemented: ValueError).
     eos_token_id : int or list of int, optional
-        A row that produced it is finished: later positions get ``pad_token_id``; generation stops when
-        every row is finished (so the result may be shorter than S + max_new_tokens).
+        A row that produced it (any id of the list) is finished: later positions get ``pad_token_id``;
+        generation stops when every row is finished (so the result may be shorter than S +
+        max_new_tokens). Beam search ranks ``max(2, 1 + len(eos)) * num_beams`` candidates per step, as
+        Hugging Face, and a finished hypothesis ends with the eos it produced. An empty list raises.
     pad_token_id : int, optional
         Default ``eos_token_id`` (as Hugging Face, which warns).
     length_penalty : float
@@ -127,9 +151,9 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         "never" uses the exact bound (the longest possible length when ``length_penalty > 0``).
     seed : None, int or numpy.random.Generator
         Sampling's random draws (one uniform per row and step): the same seed gives the same tokens.
-    use_cache : bool
-        Feed each new token through the KV cache (True) or re-run the whole sequence (False): the
-        same tokens.
+    use_cache : bool or None
+        Feed each new token through the KV cache (True; None means the default, True) or re-run the
+        whole sequence (False): the same tokens. Anything else (``"no"``, 0) raises TypeError.
     attention_mask : ndarray (B, S) of 0/1, optional
         Hugging Face's mask for prompts of unequal length: 1 = a real token, 0 = padding, which must
         come first (**left** padding, as Hugging Face's decoder-only models expect; a 0 after a 1
@@ -183,6 +207,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
     length_penalty = check_number(length_penalty, "length_penalty")
     rng = as_generator(seed)
+    use_cache = _check_use_cache(use_cache)
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
@@ -194,7 +219,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         def pick(scores):
             if not do_sample:
                 return np.argmax(scores, axis=-1)
-            scores = scores / temperature
+            scores = _divide_by_temperature(scores, temperature)
             if top_k is not None:
                 scores = top_k_filter(scores, top_k)
             if top_p is not None and top_p < 1:
@@ -204,6 +229,32 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
+
+
+def _divide_by_temperature(scores, temperature):
+    """``scores / temperature`` (B, V), Hugging Face's ``TemperatureLogitsWarper``, or where that division
+    overflows (a tiny temperature, e.g. 1e-310: ``1 / temperature`` is inf) its limit: each row shifted
+    by its maximum first, ``(scores - max) / temperature``, which has the same softmax, top-k and top-p
+    (all three are unchanged by adding a constant to a row) and cannot overflow: the maximum becomes 0
+    and every other score a finite negative number or -inf. So as the temperature goes to 0 sampling
+    becomes greedy (ties with the maximum share its probability), instead of Hugging Face's NaN
+    probabilities (inf / inf), which ``torch.multinomial`` refuses."""
+    with np.errstate(over="ignore"):
+        scaled = scores / temperature                                            # (B, V)
+    if (np.isfinite(scaled) | ~np.isfinite(scores)).all():
+        return scaled               # (NaN/inf logits are left for sample_from_logits to refuse)
+    with np.errstate(over="ignore"):
+        return (scores - scores.max(axis=-1, keepdims=True)) / temperature       # (B, V) the limit
+
+
+def _check_use_cache(use_cache):
+    """``use_cache`` True, False or None (the default, True, as Hugging Face's ``GenerationConfig``)."""
+    if use_cache is None:
+        return True
+    if not isinstance(use_cache, (bool, np.bool_)):
+        raise TypeError(f"use_cache must be a bool or None (True, the default: feed each new token through the KV "
+                        f"cache; False: re-run the whole sequence), got {use_cache!r} ({type(use_cache).__name__})")
+    return bool(use_cache)
 
 
 class _Stepper:
@@ -288,9 +339,12 @@ class _BeamHypotheses:
 
 def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
     """Beam search, ``transformers``' algorithm: every step ranks the K*V continuations of a prompt's K
-    beams by summed log-probability and keeps the 2K best; an eos among the K best finishes a
-    hypothesis, the K best others continue. The per-prompt bookkeeping loops over B (not a hot path:
-    the model's forward over all B*K rows is)."""
+    beams by summed log-probability and keeps the ``max(2, 1 + n_eos) * K`` best (``n_eos`` the number of
+    eos ids; Hugging Face's ``beams_to_keep``); an eos among the K best finishes a hypothesis, the K
+    best others continue. Each beam contributes at most ``n_eos`` eos continuations, so the kept ones
+    always hold K that are not an eos (2K, as older ``transformers``, falls short when several eos ids
+    rank high: the search would go on from filler rows). The per-prompt bookkeeping loops over B (not a
+    hot path: the model's forward over all B*K rows is)."""
     b, s = ids.shape
     seq = np.repeat(ids, k, axis=0)                                              # (B*K, S)
     step.repeat(k)
@@ -298,13 +352,14 @@ def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
     beam_scores[:, 1:] = -1e9                 # the K copies are one beam until the first step splits them
     beam_scores = beam_scores.reshape(-1)                                        # (B*K,)
     hyps = [_BeamHypotheses(k, length_penalty, early_stopping, n) for _ in range(b)]
+    keep = max(2, 1 + (0 if eos is None else len(set(eos)))) * k     # ranked candidates per prompt and step
     done = np.zeros(b, dtype=bool)
     new = seq
     for _ in range(n):
         logp = log_softmax(step(seq, new))                                       # (B*K, V)
         v = logp.shape[-1]
         cand = (logp + beam_scores[:, None]).reshape(b, k * v)                   # (B, K*V)
-        top = np.argsort(-cand, axis=-1, kind="stable")[:, :2 * k]               # (B, 2K) best first
+        top = np.argsort(-cand, axis=-1, kind="stable")[:, :keep]                # (B, keep) best first
         top_scores = np.take_along_axis(cand, top, axis=-1)
         generated = seq.shape[1] + 1 - s      # tokens generated once this step's token is appended
         next_scores, next_tokens = np.zeros((b, k)), np.full((b, k), pad, dtype=np.int64)
@@ -313,11 +368,11 @@ def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
             if done[i]:
                 continue
             j = 0
-            for rank in range(2 * k):
+            for rank in range(top.shape[1]):
                 token, score, row = top[i, rank] % v, top_scores[i, rank], i * k + top[i, rank] // v
                 if eos is not None and token in eos:
                     if rank < k:                                  # an eos below the K best is dropped
-                        hyps[i].add(seq[row], score, generated)
+                        hyps[i].add(np.append(seq[row], token), score, generated)   # with its own eos
                 else:
                     next_scores[i, j], next_tokens[i, j], next_rows[i, j] = score, token, row
                     j += 1
@@ -336,11 +391,8 @@ def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
             for j in range(k):
                 hyps[i].add(seq[i * k + j], beam_scores[i * k + j], seq.shape[1] - s)
     best = [max(h.beams, key=lambda e: e[0])[1] for h in hyps]
-    width = min(max(len(t) for t in best) + 1, s + n)
-    out = np.full((b, width), pad, dtype=np.int64)
-    for i, tokens in enumerate(best):
+    out = np.full((b, max(len(t) for t in best)), pad, dtype=np.int64)
+    for i, tokens in enumerate(best):         # a finished hypothesis ends with the eos it produced
         out[i, :len(tokens)] = tokens
-        if len(tokens) < width and eos is not None:
-            out[i, len(tokens)] = eos[0]      # a finished hypothesis is stored without its eos
     return out
 

@@ -164,9 +164,11 @@ class GPT(ModelBase):
             first call, then one token per step), which continue the cached positions.
         past_key_values : KVCache, optional
             The keys and values of the positions so far (from an earlier cached call). Changed in
-            place and returned.
+            place and returned. A cache this model cannot have built (another number of layers, other
+            heads or head width, another dtype) raises ValueError / TypeError.
         use_cache : bool, optional
             Default: True when ``past_key_values`` is given. ``use_cache=True`` alone starts a new cache.
+            Anything but True, False or None raises TypeError.
         attention_mask : ndarray (B, P + S) of 0/1, optional
             Hugging Face's mask over the cached (P) and new (S) positions: 1 = a real token, 0 =
             padding, which must be on the left (a 0 after a 1 raises ValueError). Padded keys are never
@@ -181,6 +183,9 @@ class GPT(ModelBase):
         The cached forward is **inference only**: its logits equal the full forward's at those
         positions, but it keeps nothing for a backward (``backward`` after it raises RuntimeError).
         """
+        if use_cache is not None and not isinstance(use_cache, (bool, np.bool_)):
+            raise TypeError(f"use_cache must be True, False or None (the default: True when past_key_values is "
+                            f"given), got {use_cache!r} ({type(use_cache).__name__})")
         if use_cache is None:
             use_cache = past_key_values is not None
         if past_key_values is not None and not use_cache:
@@ -189,6 +194,11 @@ class GPT(ModelBase):
         if past_key_values is not None and not isinstance(past_key_values, KVCache):
             raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
                             f"got {type(past_key_values).__name__}")
+        if past_key_values is not None:                  # another model's cache would be read silently
+            attn = self.h[0].self_attn
+            heads = attn.num_kv_heads if self.config.modern else attn.num_heads
+            past_key_values.check_layers(range(len(self.h)), heads, self.config.n_embd // self.config.n_head,
+                                         self.dtype)
         past = 0 if past_key_values is None else past_key_values.get_seq_length(0)
         shape = np.shape(ids)
         if len(shape) != 2 or 0 in shape:

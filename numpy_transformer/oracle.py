@@ -92,7 +92,7 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype="float64", **
     Runs ``forward(**inputs) -> out`` or ``(out, cache)`` and ``backward(dout, cache) -> grads`` (a tuple
     in the order of the floating-point inputs, or a dict ``name -> grad``), and ``torch_fn(**tensors)``
     on the same inputs (cast to ``dtype``) with the same random upstream gradient ``dout ~ N(0, 1)``
-    (``seed=0``; never all ones). Returns a ``TorchCheckResult``: per tensor (``out`` and each input's
+    (``seed=0``, the checkers' own stream, never your inputs'; never all ones). Returns a ``TorchCheckResult``: per tensor (``out`` and each input's
     gradient) the max abs and normwise relative error and the worst element (index, ours, torch's),
     ``.ok``, ``str()`` the table, ``.raise_if_failed()``.
 
@@ -100,7 +100,9 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype="float64", **
     same maths rounded in a different order, ``u = 1.1e-16``); 1e-4 in float32 (``u = 6e-8``,
     amplified by reductions and cancellations to ~1e-7..1e-5). Finite differences cannot check float32
     code: their round-off ``u / h`` is 6% of the gradient at ``h = 1e-6``; torch's float32 autograd can.
-    Options: ``seed``, ``rtol``, ``atol``, ``verbose``. Full documentation:
+    Options: ``seed``, ``rtol``, ``atol``, ``verbose``, ``raise_exception`` (raise ``GradcheckError`` on a
+    failure; default False, unlike torch's gradcheck: the report is returned, falsy when it failed). Full
+    documentation:
     ``reference_torch.check_user.check_against_torch`` and docs/study-tools.md.
 
     Raises :class:`OracleUnavailable` (an ImportError, with the install command) without torch.
@@ -115,7 +117,7 @@ def check_against_torch_module(our_module, torch_module, *inputs, **kwargs):
     Our weights go into ``torch_module`` by ``state_dict`` name (missing or extra keys are refused,
     naming them); both run on the same inputs and random ``dout`` in our module's dtype. Options:
     ``forward_kwargs``, ``torch_kwargs``, ``input_names``, ``seed``, ``rtol``, ``atol``, ``eval_mode``,
-    ``verbose``; tolerances as :func:`check_against_torch`. Full documentation:
+    ``verbose``, ``raise_exception``; tolerances as :func:`check_against_torch`. Full documentation:
     ``reference_torch.check_user.check_against_torch_module``. Raises :class:`OracleUnavailable`
     without torch.
     """

@@ -15,6 +15,7 @@ from typing import List, Optional
 import numpy as np
 
 from numpy_transformer._text import fit
+from numpy_transformer.gradcheck import GradcheckError
 
 __all__ = ["TOL", "SCALE_FLOOR", "Comparison", "TorchCheckResult", "TorchCheckError", "compare"]
 
@@ -23,8 +24,11 @@ TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-4}
 SCALE_FLOOR = 1e-4
 
 
-class TorchCheckError(AssertionError):
-    """Raised by :meth:`TorchCheckResult.raise_if_failed`; its message is the full report."""
+class TorchCheckError(GradcheckError):
+    """A failed check against torch: raised by ``raise_exception=True`` and by
+    :meth:`TorchCheckResult.raise_if_failed`; its message is the full report. A
+    :class:`~numpy_transformer.gradcheck.GradcheckError` (so an ``AssertionError`` and a ``RuntimeError``):
+    ``except nt.GradcheckError`` catches every checker's failure."""
 
 
 def _fmt_index(index):
@@ -146,7 +150,8 @@ def compare(name, kind, ours, ref, *, dtype, rtol, atol, floor):
 class TorchCheckResult:
     """Every :class:`Comparison` of one check against torch, with a verdict and a printable report.
 
-    ``result.ok`` (also ``result.passed``) is True when every tensor passed; ``result["dx"]`` is one
+    ``result.ok`` (also ``result.passed``) is True when every tensor passed, and the result itself is
+    truthy exactly then (``assert nt.check_against_torch(...)``, ``if result:``); ``result["dx"]`` is one
     tensor's comparison; ``str(result)`` is the table (a notebook shows it as the cell's value);
     :meth:`raise_if_failed` raises :class:`TorchCheckError` with it.
     """
@@ -165,6 +170,10 @@ class TorchCheckResult:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     passed = ok
+
+    def __bool__(self):
+        """``result.ok``: a failed check is falsy, so ``assert check_against_torch(...)`` fails when it should."""
+        return self.ok
 
     @property
     def failures(self):

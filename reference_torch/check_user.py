@@ -23,7 +23,15 @@ Tolerances, per dtype (normwise: ``max|ours - torch| / max|torch|``):
   noise; comparing with torch's float32 autograd, which rounds the same way, can.
 
 The upstream gradient ``dout`` is drawn from ``N(0, 1)`` (``seed``), never all ones: with ``.sum()`` a
-softmax backward that forgets its row-sum term still passes, because the rows sum to a constant.
+softmax backward that forgets its row-sum term still passes, because the rows sum to a constant. It
+comes from the checkers' own stream (:func:`numpy_transformer.gradcheck.upstream_gradient`), not from
+``np.random.default_rng(seed)`` whose first draws may be your inputs, and is drawn again if parallel to
+an input of the output's shape: were ``dout == x``, a backward using ``x`` in place of ``dout``, or a
+transposed square weight gradient, would agree with torch.
+
+A failed result is falsy (``assert nt.check_against_torch(...)`` fails); ``raise_exception=True`` raises
+:class:`TorchCheckError` (a ``GradcheckError``) instead. The default, False, returns the report
+(``torch.autograd.gradcheck`` defaults to raising).
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from numpy_transformer.gradcheck import _input_names, module_input_grads
+from numpy_transformer.gradcheck import _input_names, checker_rng, module_input_grads, upstream_gradient
+from numpy_transformer.gradcheck.result import _check_flag
 
 from .check_report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
 
@@ -62,7 +71,7 @@ def _options(seed, rtol, atol, dtype):
     for arg, v in (("rtol", rtol), ("atol", atol)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
             raise ValueError(f"{arg} must be a finite number >= 0, got {v!r}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = checker_rng(seed)
     return rng, float(rtol), float(atol), ("Generator" if isinstance(seed, np.random.Generator) else seed)
 
 
@@ -142,7 +151,7 @@ def _np(t):
 
 
 def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *, seed=0, rtol=None, atol=0.0,
-                        verbose=False):
+                        verbose=False, raise_exception=False):
     """Compare your NumPy forward/backward pair with ``torch_fn`` under torch's autograd.
 
     Parameters
@@ -162,18 +171,29 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *
     dtype : np.float64 or np.float32
         The precision both sides run in; it sets the default tolerance (module docstring: 1e-10 and 1e-4).
     seed : int, Generator or None
-        For the upstream gradient ``dout ~ N(0, 1)``, the same on both sides (never all ones).
+        For the upstream gradient ``dout ~ N(0, 1)``, the same on both sides (never all ones), drawn
+        from the checkers' own stream for ``seed`` (never the first draws of
+        ``np.random.default_rng(seed)``) and drawn again if parallel to an input of the output's shape.
     rtol, atol : float
         A tensor passes when ``max|ours - torch| <= atol + rtol * max|torch|``; ``rtol`` defaults to the
         dtype's tolerance.
     verbose : bool
         Print the report.
+    raise_exception : bool
+        Raise :class:`TorchCheckError` (a ``GradcheckError``, with the report) when a tensor failed.
+        Default False, unlike ``torch.autograd.gradcheck`` (default True): the report is returned, falsy
+        when it failed.
 
     Returns
     -------
     TorchCheckResult
-        ``.ok``, ``result["x"]`` (max abs and relative error, the worst element, ours and torch's value
-        there), ``str(result)`` the table, ``.raise_if_failed()``.
+        ``.ok`` (``bool(result)`` is the same), ``result["x"]`` (max abs and relative error, the worst
+        element, ours and torch's value there), ``str(result)`` the table, ``.raise_if_failed()``.
+
+    Raises
+    ------
+    TorchCheckError
+        With ``raise_exception=True``, when the output or a gradient disagrees with torch's.
 
     Examples
     --------
@@ -193,6 +213,7 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *
     if not isinstance(inputs, Mapping):
         raise TypeError(f"inputs must be a dict name -> value (the keyword arguments of forward and torch_fn), "
                         f"got {type(inputs).__name__}")
+    _check_flag(raise_exception, "raise_exception")
     dtype = _check_dtype(dtype)
     rng, rtol, atol, seed_label = _options(seed, rtol, atol, dtype)
     names = list(inputs)
@@ -205,7 +226,8 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *
     res = forward(**ours_in)
     out = _ours_output(res)
     cache = res[-1] if isinstance(res, tuple) and len(res) >= 2 else None
-    dout = rng.standard_normal(out.shape)
+    dout = upstream_gradient(out.shape, rng=rng, avoid=[np.asarray(out, dtype=np.float64), *(
+        np.asarray(ours_in[n], dtype=np.float64) for n in float_names)])
     grads = _match_grads(backward(dout.astype(dtype), cache), float_names, names)
 
     t_out = _torch_output(torch_fn(**tensors), "torch_fn")
@@ -225,8 +247,15 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *
         pairs += [(n, "input", grads[n], _np(tensors[n].grad)) for n in float_names]
     result = _result(pairs, f"check_against_torch {getattr(forward, '__name__', 'forward')}", dtype, rtol, atol,
                      seed_label, notes)
+    return _finish(result, verbose, raise_exception)
+
+
+def _finish(result, verbose, raise_exception):
+    """Print the report if asked, raise :class:`TorchCheckError` if asked and failed, else return it."""
     if verbose:
         print(result)
+    if raise_exception and not result.ok:
+        raise TorchCheckError(str(result))
     return result
 
 
@@ -254,7 +283,8 @@ def _load_ours_into_torch(our_module, torch_module, dtype):
 
 
 def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs=None, torch_kwargs=None,
-                               input_names=None, seed=0, rtol=None, atol=0.0, eval_mode=True, verbose=False):
+                               input_names=None, seed=0, rtol=None, atol=0.0, eval_mode=True, verbose=False,
+                               raise_exception=False):
     """Compare a module of yours with a ``torch.nn.Module``: output, input gradients, every parameter's.
 
     Our weights are copied into ``torch_module`` by ``state_dict`` name (both must use torch's keys:
@@ -275,12 +305,19 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
         Keyword arguments of our forward; ``torch_kwargs`` defaults to them (arrays as tensors).
     input_names : list of str, optional
         Default: the names of ``our_module.forward``'s positional parameters.
-    seed, rtol, atol, verbose : as :func:`check_against_torch`.
+    seed, rtol, atol, verbose, raise_exception : as :func:`check_against_torch` (``dout`` is also drawn
+        again if parallel to a parameter of the output's shape).
 
     Returns
     -------
     TorchCheckResult
-        Rows ``out``, each float input, and every parameter by its ``named_parameters`` name.
+        Rows ``out``, each float input, and every parameter by its ``named_parameters`` name; falsy
+        when a tensor failed.
+
+    Raises
+    ------
+    TorchCheckError
+        With ``raise_exception=True`` (default False, unlike torch's gradcheck), when a tensor failed.
     """
     from numpy_transformer.nn import Module
     if not isinstance(our_module, Module):
@@ -291,6 +328,7 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
     dtypes = {np.dtype(p.dtype) for _, p in params}
     if len(dtypes) != 1:
         raise TypeError(f"our_module must have parameters of one float dtype, got {sorted(map(str, dtypes))}")
+    _check_flag(raise_exception, "raise_exception")
     dtype = _check_dtype(dtypes.pop(), "our_module's dtype")
     rng, rtol, atol, seed_label = _options(seed, rtol, atol, dtype)
     names = list(input_names) if input_names is not None else _input_names(our_module, len(inputs))
@@ -313,7 +351,9 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
         values = [np.array(v, dtype=dtype, copy=True) if _is_float(v) else v for v in inputs]
         tensors = [_tensor(v, dtype, True) for v in inputs]
         out = _ours_output(our_module(*values, **forward_kwargs))
-        dout = rng.standard_normal(out.shape)
+        dout = upstream_gradient(out.shape, rng=rng, avoid=[np.asarray(out, dtype=np.float64), *(
+            np.asarray(v, dtype=np.float64) for v in values if _is_float(v)), *(
+            np.asarray(p.data, dtype=np.float64) for _, p in params)])
         our_module.zero_grad()
         in_grads = module_input_grads(our_module, our_module.backward(dout.astype(dtype)), values)
         ours_p = {n: None if p.grad is None else p.grad.copy() for n, p in params}
@@ -341,9 +381,7 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
             p.grad = g
     result = _result(pairs, f"check_against_torch_module {type(our_module).__name__} vs "
                      f"{type(torch_module).__name__}", dtype, rtol, atol, seed_label, notes)
-    if verbose:
-        print(result)
-    return result
+    return _finish(result, verbose, raise_exception)
 
 
 _ = (Comparison, TorchCheckError)           # re-exported for ``from reference_torch.check_user import ...``

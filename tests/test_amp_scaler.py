@@ -163,3 +163,28 @@ def test_misuse_is_refused_as_torch_refuses_it(call, exc, match):
 def test_bad_arguments_name_themselves(kw, match):
     with pytest.raises(ValueError, match=match):
         GradScaler(**kw)
+
+
+@pytest.mark.parametrize("init_scale", [2.0 ** 16, 3.3, 1000.1, 0.125, 7e-5])
+def test_scale_of_float16_arrays_is_torchs_bit_for_bit(init_scale):
+    """torch's ``scale`` keeps a float16 tensor float16 (the scale is a 0-dim float32 tensor, which
+    does not promote) but computes the product in float32 and rounds once: ``0.5 * 2**16`` is 32768,
+    not the inf of a float16 scale (float16(65536) = inf; 0 * inf would even be NaN)."""
+    rng = np.random.default_rng(0)
+    with np.errstate(over="ignore"):
+        x = np.concatenate([rng.standard_normal(4000) * 10.0 ** rng.uniform(-8, 5, 4000),
+                            [0.0, -0.0, 1e-7, 0.5, 65504.0, np.inf, -np.inf, np.nan]]).astype(np.float16)
+    ours = GradScaler(init_scale=init_scale).scale(x)
+    theirs = torch.amp.GradScaler("cpu", init_scale=init_scale).scale(torch.from_numpy(x)).numpy()
+    assert ours.dtype == theirs.dtype == np.float16
+    assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
+    assert GradScaler().scale(np.array([0.5, 0.0], dtype=np.float16)).tolist() == [32768.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_of_float32_and_float64_arrays_is_torchs_bit_for_bit(dtype):
+    x = np.random.default_rng(1).standard_normal(1000).astype(dtype)
+    for init_scale in (2.0 ** 16, 1000.1):
+        ours = GradScaler(init_scale=init_scale).scale(x)
+        theirs = torch.amp.GradScaler("cpu", init_scale=init_scale).scale(torch.from_numpy(x)).numpy()
+        assert ours.dtype == theirs.dtype == dtype and np.array_equal(ours, theirs)

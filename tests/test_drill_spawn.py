@@ -50,13 +50,13 @@ def grade(tmp_path, src, **kw):
 
 def test_a_correct_file_passes_by_the_chosen_way(method, tmp_path, monkeypatch):
     used = []
-    for way in ("_run_forked", "_run_subprocess"):
+    for way in ("_start_forked", "_start_subprocess"):
         real = getattr(spawn, way)
         monkeypatch.setattr(spawn, way, lambda *a, _real=real, _way=way: used.append(_way) or _real(*a))
     rc, out = grade(tmp_path, OK + OK_BACKWARD)
     assert rc == 0, out
     assert "PASS" in out
-    assert used == ["_run_forked" if method == "fork" else "_run_subprocess"]
+    assert used == ["_start_forked" if method == "fork" else "_start_subprocess"]
 
 
 @pytest.mark.parametrize("src, status, needle", [

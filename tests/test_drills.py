@@ -29,7 +29,7 @@ import numpy_transformer.drills as drills
 from numpy_transformer import cli
 from numpy_transformer.cli import drill as cli_drill
 from numpy_transformer.drills import diagnose, exercises
-from numpy_transformer.drills._worker import grade_case
+from numpy_transformer.drills.judge import grade_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = list(drills.EXERCISES)
@@ -339,11 +339,25 @@ def test_every_exercise_has_an_adapter():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_library_implementation_passes(name, tmp_path):
-    path = tmp_path / f"lib_{name}.py"
-    path.write_text(f"# drill: {name}\n" + ADAPTERS[name])
-    rc, out = check_inprocess(path, cases=24)
-    assert rc == 0, out
+def test_library_implementation_passes(name):
+    """The library, driven through the skeleton's signatures, passes every case (graded here, in-process:
+    a submission that imports numpy_transformer is refused by `drill check`, next test)."""
+    ex = drills.EXERCISES[name]
+    ns = {}
+    exec(compile(ADAPTERS[name], f"lib_{name}.py", "exec"), ns)
+    adapter = type("Adapter", (), {f: staticmethod(ns[f]) for f in ex.functions})
+    for i in range(24):
+        with np.errstate(all="ignore"):
+            res = grade_case(ex, adapter, exercises.draw_case(ex, 0, i), None, None, {}, diagnose.TOL, None)
+        bad = {k: v["message"] for k, v in res["results"].items() if not v["ok"]}
+        assert not bad and res["failure"] is None and not res["mutations"], (i, bad, res["failure"])
+
+
+def test_a_file_importing_the_library_is_refused(tmp_path):
+    path = tmp_path / "lib_softmax.py"
+    path.write_text("# drill: softmax\n" + ADAPTERS["softmax"])
+    rc, out = check_inprocess(path)
+    assert rc == 1 and "a drill is NumPy alone" in " ".join(out.split()), out
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -1090,7 +1104,7 @@ def test_reference_agrees_with_the_torch_oracle(name):
     ex = drills.EXERCISES[name]
     for i in range(16):
         case = exercises.draw_case(ex, 11, i)
-        from numpy_transformer.drills._worker import _reference_outputs
+        from numpy_transformer.drills.judge import _reference_outputs
         with np.errstate(all="ignore"):
             ref = _reference_outputs(ex, case.inputs)
         theirs = drill_oracle.run(name, case.inputs)
@@ -1124,6 +1138,7 @@ def test_grading_works_without_torch(tmp_path):
 
 def test_runtime_never_imports_torch():
     code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, numpy_transformer.drills._worker\n"
+            "import numpy_transformer.drills.judge\n"
             "import numpy_transformer.drills.variants\n"
             "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')], 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,

@@ -220,6 +220,53 @@ def test_beam_search_early_stopping(early_stopping, expected):
     assert out.tolist() == [expected]           # a finished hypothesis gets its eos back, then pad
 
 
+def _exhaustive_multi_eos(model, prompt, v, n, eos, length_penalty=1.0):
+    """The best continuation of up to n tokens, each ending at its first token in ``eos``, HF's score."""
+    seen = {}
+    for tokens in itertools.product(range(v), repeat=n):
+        cut = next((i for i, t in enumerate(tokens) if t in eos), None)
+        tokens = tokens if cut is None else tokens[:cut + 1]
+        if tokens not in seen:
+            seen[tokens] = _sum_logprob(model, prompt, tokens) / len(tokens) ** length_penalty
+    return max(seen.items(), key=lambda kv: kv[1])[0]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_beam_search_with_several_eos_ids_ranking_on_top(k):
+    """eos = [1, 2, 3] take ranks 1-3 after token 4 (p .39). Ranking only 2K candidates leaves fewer
+    than K that are not an eos (K = 2: just token 4), and the search used to go on from filler rows
+    (the pad token 1 with a summed log-prob of 0, which then wins: [0, 1, 5, 5], the pad inside the
+    answer). Hugging Face ranks ``max(2, 1 + n_eos) * K``, which always holds K non-eos continuations:
+    the beams are [0, 4] and [0, 5], and the best is [0, 4, 4, 4], the exhaustive best."""
+    v, eos = 6, [1, 2, 3]
+    model = _bigram({0: {1: 0.2, 2: 0.2, 3: 0.2, 4: 0.39}, 4: {4: 0.999}, 1: {5: 0.999}, 5: {5: 0.999}}, v)
+    out = G.generate(model, np.array([[0]]), 3, num_beams=k, eos_token_id=eos)
+    assert out.tolist() == [[0, 4, 4, 4]]
+    assert tuple(out[0, 1:]) == _exhaustive_multi_eos(model, [0], v, 3, eos)
+
+
+def test_beam_search_with_several_eos_ids_matches_exhaustive_search():
+    """Random models, three eos ids, num_beams = V**n: the search is exact, eos ids finish it."""
+    v, n, eos = 4, 3, [0, 2, 3]
+    for seed in range(4):
+        m = _model(v=v, seed=seed)
+        ids = _prompts(b=2, s=2, v=v, seed=seed)
+        out = m.generate(ids, n, num_beams=v ** n, eos_token_id=eos, early_stopping="never")
+        for i in range(2):
+            got = list(out[i, 2:])
+            cut = next((j for j, t in enumerate(got) if t in eos), None)
+            got = tuple(got if cut is None else got[:cut + 1])
+            assert got == _exhaustive_multi_eos(m, ids[i], v, n, eos), (seed, i, out[i])
+
+
+def test_beam_search_returns_the_eos_the_hypothesis_ended_with():
+    """With eos = [1, 2], a hypothesis finished by 2 ends with 2 (the token the model produced, as
+    Hugging Face's current beam search keeps it), not with eos_token_id[0]."""
+    model = _bigram({0: {2: 0.6, 4: 0.4}, 4: {4: 0.5}}, 5)
+    out = G.generate(model, np.array([[0], [0]]), 3, num_beams=2, eos_token_id=[1, 2], pad_token_id=3)
+    assert out.tolist() == [[0, 2], [0, 2]]
+
+
 def test_beam_search_one_beam_is_greedy():
     m = _model(seed=5)
     ids = _prompts(seed=5)

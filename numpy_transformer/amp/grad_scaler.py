@@ -75,7 +75,12 @@ class GradScaler:
     def scale(self, outputs):
         """``outputs * scale``: a loss (number), a loss gradient (ndarray), or a list/tuple of them.
 
-        An array keeps its dtype (the scale is cast to it). Disabled: ``outputs`` unchanged.
+        An array keeps its dtype, as torch's (the float32 scale is a 0-dim tensor there, which does not
+        promote): float32 and float64 arrays are multiplied by the scale in their own dtype; a float16
+        array is multiplied in float32 and rounded to float16 once, as torch's CPU kernel computes
+        float16 (so ``0.5 * 2**16`` is 32768, and only a product above float16's 65504 is inf; casting
+        the scale to float16 first would make the default 2**16 itself inf). Disabled: ``outputs``
+        unchanged.
         """
         if not self._enabled:
             return outputs
@@ -86,6 +91,8 @@ class GradScaler:
             if outputs.dtype.kind != "f":
                 raise TypeError(f"outputs must be a float array or number, got dtype {outputs.dtype}")
             with np.errstate(over="ignore"):          # an inf here is what unscale_ finds and step skips
+                if outputs.dtype == np.float16:       # torch's float16 arithmetic: float32, rounded once
+                    return (outputs.astype(np.float32) * self._scale).astype(np.float16)
                 return outputs * outputs.dtype.type(self._scale)
         if isinstance(outputs, (bool, np.bool_)) or not isinstance(outputs, (int, float, np.number)):
             raise TypeError(f"outputs must be a loss (number), an ndarray or a list/tuple of them, "

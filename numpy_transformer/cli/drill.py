@@ -7,7 +7,10 @@
   drill mock --minutes 45       a mock interview: drawn by difficulty, no hints, graded at the end
   drill stats                   attempts, passes, time to pass and recurring mistakes per exercise
 
-Exit status of ``check``: 0 all checks pass, 1 some fail, 2 the file cannot be graded.
+Exit status of ``check``: 0 all checks pass, 1 some fail (or the file was refused: a drill is
+NumPy alone, so a file importing numpy_transformer, reference_torch or torch is not run), 2 the file
+cannot be graded; 130 on Ctrl-C, 128 + the signal's number on SIGTERM/SIGHUP (the grading processes
+and the temporary directory are removed first).
 """
 
 from __future__ import annotations
@@ -153,7 +156,8 @@ def add_arguments(p):
     p_start.set_defaults(func=cmd_start)
 
     p_check = sub.add_parser("check", help="grade your file against the verified implementation")
-    p_check.add_argument("file", help="your exercise file")
+    p_check.add_argument("file", help="your exercise file (NumPy only: a file importing numpy_transformer, "
+                                      "reference_torch or torch is refused)")
     p_check.add_argument("--exercise", default=None,
                          help="which exercise (default: from the file's `# drill:` header or its functions)")
     p_check.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random cases (default 0)")

@@ -2,7 +2,8 @@
 
 For each functional op and each module of the registry (numpy_transformer.registry: one row per
 example), and for each of its inputs and parameters, the analytic
-gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded) is compared with
+gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded, from the checkers' own stream) is
+compared with
 
 (a) central finite differences in float64 (:func:`numpy_transformer.gradcheck.gradcheck`), and
 (b) torch's autograd through ``torch.nn.functional`` / ``torch.nn`` with the same weights
@@ -10,6 +11,10 @@ gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded) is compared with
     column reads "torch not installed" without torch). ``--dtype float32`` runs (b) in float32 (our
     float32 code against torch's); (a) is always float64.
 
+Errors are relative to the gradient's scale; a gradient that is zero to within the absolute
+tolerance (max|fd| <= atol: a key bias's, which the softmax ignores) has nothing to be relative to,
+and its row shows the absolute error against atol instead (marked "a"). A row that tests nothing
+reads "-".
 The exit status is 1 when any gradient fails either check.
 """
 
@@ -27,7 +32,8 @@ import numpy as np
 from .. import oracle, registry
 from ..registry import RandomChooser
 from ..registry import modules as rmodules
-from ..gradcheck import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module
+from ..gradcheck import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module,
+                         upstream_gradient)
 from .._text import fit
 from . import nonnegative_int, positive_float
 
@@ -137,8 +143,9 @@ def _cast(v, dtype):
     return v.astype(dtype) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
 
 
-def _dout(shape, seed):
-    return np.random.default_rng([seed, 7]).standard_normal(shape)
+def _dout(shape, seed, avoid):
+    """The upstream gradient of the torch comparison: the checkers' own stream (never the inputs')."""
+    return upstream_gradient(shape, seed, avoid=[np.asarray(a, dtype=np.float64) for a in avoid])
 
 
 def _ours_op(case, dtype, seed):
@@ -146,7 +153,7 @@ def _ours_op(case, dtype, seed):
     static = {k: _cast(v, dtype) for k, v in case.static.items()}
     res = case.forward(**inputs, **static)
     out, cache = res[0], res[-1]
-    dout = _dout(out.shape, seed)
+    dout = _dout(out.shape, seed, [v for v in case.inputs.values() if isinstance(v, np.ndarray) and v.dtype.kind == "f"])
     grads = case.backward(dout.astype(dtype), cache)
     return dout, {k: v for k, v in grads.items() if v is not None}
 
@@ -157,7 +164,8 @@ def _ours_module(module, case, dtype, seed):
     module.eval()
     out = module(*inputs, **kwargs)
     out = out[0] if isinstance(out, tuple) else out
-    dout = _dout(out.shape, seed)
+    dout = _dout(out.shape, seed, [v for v in inputs if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+                 + [p.data for p in module.parameters()])
     module.zero_grad()
     dx = module.backward(dout.astype(dtype))
     names = _input_names(module, len(inputs))
@@ -186,9 +194,10 @@ class Row:
     tensor: str
     shape: tuple
     fd_abs: float = math.nan
-    fd_rel: float = math.nan
-    fd_tol: float = math.nan           # the relative error FD allows: rtol + atol / scale
-    fd_pass: Optional[bool] = None
+    fd_rel: float = math.nan           # max|ours - fd| / max|fd|; the absolute error when fd_absolute
+    fd_tol: float = math.nan           # the relative error FD allows, rtol + atol / scale; atol when fd_absolute
+    fd_pass: Optional[bool] = None     # None: not tested (no element checked, or no gradient)
+    fd_absolute: bool = False          # the gradient is zero to within atol: err and tol are absolute
     fd_note: str = ""
     t_abs: float = math.nan
     t_rel: float = math.nan
@@ -198,6 +207,10 @@ class Row:
     @property
     def passed(self):
         return self.fd_pass is not False and self.t_pass is not False
+
+    @property
+    def tested(self):
+        return self.fd_pass is not None or self.t_pass is not None
 
 
 def _load_torch_side():
@@ -225,10 +238,18 @@ def _torch_errors(ours, ref, floor=0.0):
 
 
 def _fd_rows(case_name, result):
+    """One row per checked tensor. A tensor whose finite-difference gradient is zero to within atol (its
+    scale ``max|fd|`` <= atol) has nothing to be relative to: its row holds the absolute error and the
+    absolute bound it was held to (never an infinite relative tolerance); one with no element checked
+    is not tested (``fd_pass`` None), whatever its TensorCheck says."""
     rows = {}
     for c in result.checks:
-        r = Row(case_name, c.name, c.shape, c.max_abs_err, c.max_rel_err,
-                result.rtol + (result.atol / c.scale if c.scale > 0 else math.inf), c.passed)
+        if c.checked == 0:
+            r = Row(case_name, c.name, c.shape, fd_note=f"{case_name} / {c.name}: no element checked")
+        elif c.zero_gradient:
+            r = Row(case_name, c.name, c.shape, c.max_abs_err, c.max_abs_err, c.allowed, c.passed, fd_absolute=True)
+        else:
+            r = Row(case_name, c.name, c.shape, c.max_abs_err, c.max_rel_err, c.allowed / c.scale, c.passed)
         if not c.passed:
             r.fd_note = f"{case_name}: {c.describe()}"
         rows[c.name] = r
@@ -287,8 +308,11 @@ def _run_case(case, args, torch_side, torch_why, tol):
 _TENSOR_W = 34       # the longest tensor name, layers.0.self_attn.out_proj.weight: rows fit 100 columns
 
 
-def _e(x):
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2e}"
+def _e(x, absolute=False):
+    """A cell: ``-`` for nothing, ``1.23e-10``, or ``1.2e-10a`` for an absolute value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.1e}a" if absolute else f"{x:.2e}"
 
 
 def _status(p):
@@ -316,9 +340,11 @@ def run(args):
               + f"; pass: max|ours - fd| <= {DEFAULT_ATOL:g} + {DEFAULT_RTOL:g} * max|fd| (FD tol: that bound as a "
               "relative error); the backward must not edit its cache or inputs in place"))
     print(fit(f"  (b) torch: {torch_desc}"))
-    print("  errors are relative: max|ours - reference| / max|reference| (torch: over at least 1e-4 of the")
-    print("  case's largest gradient, for those zero in exact arithmetic); each case's rows follow its name")
-    head = (f"  {'tensor':<{_TENSOR_W}} {'shape':<13} {'FD rel':>8} {'FD tol':>8} {'FD':>4}   "
+    print(fit("  errors are relative: max|ours - reference| / max|reference| (torch: over at least 1e-4 of "
+              "the case's largest gradient, for those zero in exact arithmetic); a gradient whose FD values are "
+              f"all within atol {DEFAULT_ATOL:g} of zero has nothing to be relative to: its FD err and tol are "
+              "absolute, marked a (max|ours - fd| <= the bound); '-': not tested; each case's rows follow its name"))
+    head = (f"  {'tensor':<{_TENSOR_W}} {'shape':<13} {'FD err':>8} {'FD tol':>8} {'FD':>4}   "
             f"{'torch rel':>9} {'torch':>5}   result")
     print(head)
     print("-" * len(head))
@@ -334,20 +360,30 @@ def run(args):
             if len(tensor) > _TENSOR_W:            # a long name on a line of its own, never cut
                 print(f"  {tensor}")
                 tensor = ""
-            print(f"  {tensor:<{_TENSOR_W}} {str(tuple(r.shape)):<13} {_e(r.fd_rel):>8} {_e(r.fd_tol):>8} "
-                  f"{_status(r.fd_pass):>4}   {_e(r.t_rel):>9} {_status(r.t_pass):>5}   "
-                  f"{'PASS' if r.passed else 'FAIL'}")
+            result = "FAIL" if not r.passed else "PASS" if r.tested else "-"
+            print(f"  {tensor:<{_TENSOR_W}} {str(tuple(r.shape)):<13} {_e(r.fd_rel, r.fd_absolute):>8} "
+                  f"{_e(r.fd_tol, r.fd_absolute):>8} {_status(r.fd_pass):>4}   {_e(r.t_rel):>9} "
+                  f"{_status(r.t_pass):>5}   {result}")
             notes += [n for n in (r.fd_note if r.fd_pass is False else "",
                                   r.t_note if r.t_pass is False else "") if n]
         all_rows += rows
     failed = [r for r in all_rows if not r.passed]
-    worst_fd = max((r.fd_rel for r in all_rows if not math.isnan(r.fd_rel) and r.fd_pass), default=math.nan)
+    worst_fd = max((r.fd_rel for r in all_rows if r.fd_pass and not r.fd_absolute), default=math.nan)
     worst_t = max((r.t_rel for r in all_rows if not math.isnan(r.t_rel) and r.t_pass), default=math.nan)
+    zero = [r for r in all_rows if r.fd_pass and r.fd_absolute]
+    untested = [r for r in all_rows if not r.tested]
     print("-" * len(head))
     for n in notes:
         print(fit(n))
-    print(f"{len(all_rows)} gradients in {len(cases)} cases, {time.perf_counter() - t0:.1f} s; largest passing "
-          f"relative error: FD {_e(worst_fd)}, torch {_e(worst_t)}")
+    print(fit(f"{len(all_rows)} gradients in {len(cases)} cases, {time.perf_counter() - t0:.1f} s; largest passing "
+              f"relative error: FD {_e(worst_fd)}, torch {_e(worst_t)}"))
+    if zero:
+        print(fit(f"{len(zero)} gradient(s) zero to within atol, checked by absolute error: the largest "
+                  f"max|ours - fd| is {max(r.fd_rel for r in zero):.1e} (allowed {max(r.fd_tol for r in zero):.1e}): "
+                  + ", ".join(f"{r.case} / {r.tensor}" for r in zero)))
+    if untested:
+        print(fit(f"not tested ('-'): " + ", ".join(f"{r.case} / {r.tensor}" + (f" ({r.fd_note})" if r.fd_note
+                                                                                else "") for r in untested)))
     if failed:
         print(fit(f"FAILED: {len(failed)} gradient(s): " + ", ".join(f"{r.case} / {r.tensor}" for r in failed)))
         return 1

@@ -187,3 +187,25 @@ class Recorder:
 
     def output(self, name, value):
         self.outputs[name] = value
+
+
+def run_impl(ex, ns, inputs, time_limit=None, user_path=None, disabled=None):
+    """Run exercise ``ex``'s functions from ``ns`` on ``inputs``; return the :class:`Recorder`.
+
+    ``disabled``: ``{function: reason}`` of functions not to call (a timeout on an earlier case, or the
+    backward while only the forward is wanted); a run reaching one ends there with that reason.
+    """
+    rec = Recorder(ns, time_limit=time_limit, user_path=user_path, protected=inputs)
+    if disabled:
+        real_call = rec.call
+
+        def call(fname, *args, **kwargs):
+            if fname in disabled:
+                rec.fail(fname, "skipped", disabled[fname])
+            return real_call(fname, *args, **kwargs)
+        rec.call = call
+    try:
+        ex.run(rec, inputs)
+    except Stop:
+        pass
+    return rec

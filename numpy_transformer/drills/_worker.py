@@ -1,21 +1,29 @@
-"""The grading process: ``python -m numpy_transformer.drills._worker --file F --exercise E --events OUT``.
+"""The grading child: ``python -m numpy_transformer.drills._worker --file F --exercise E --rfd R --wfd W``.
 
-It runs in a subprocess of ``drill check`` so that nothing in the user's file (an infinite loop,
-``sys.exit``, ``os._exit``, a segfault, a flood of output) can take the grader down: the parent enforces
-a wall-clock limit and reads back the events written here, one JSON object per line:
+It runs in a process group of its own (:mod:`.spawn`), so that nothing in the user's file (an infinite
+loop, ``sys.exit``, ``os._exit``, a segfault, a flood of output, processes of its own) can take the
+grader down. It is the only process that imports the user's file, and all it does is run the file's
+functions on the inputs the parent sends and hand back what they returned, as plain arrays
+(:mod:`._wire`). It never receives an expected output, computes no reference, compares nothing and
+writes no verdict: the parent (:mod:`.judge`) does all of that.
 
-``{"event": "load", ...}`` once, then per case ``{"event": "start", "index": i}`` and
-``{"event": "case", ...}``, and ``{"event": "done"}``. A case that never finishes leaves its ``start``
-as the last event, which tells the parent where the time went.
+Before importing the file it seals itself off the library (:func:`._guard.seal`): ``numpy_transformer``,
+``reference_torch`` and ``torch`` cannot be imported from the user's code. The conversation:
+
+* the child sends ``{"ok": True, "callable": [...]}`` (the exercise's functions the file defines) or
+  ``{"ok": False, "kind": ..., "message": ...}`` when the file cannot be imported;
+* then, per request ``{"op": "run", "inputs": {...}, "skip": {function: reason}}``, it answers
+  ``{"outputs": {name: {"array": a} | {"problem": text} | {"missing": True}}, "failure": ..., "notes": [...],
+  "mutations": [...], "seconds": s}``; to ``{"op": "batch", "inputs": [...], "skip": ...}`` (every case of
+  a check in one message: one round trip, and the parent computes the references meanwhile) it sends
+  one such answer per inputs, in order, skipping a function on later cases once it timed out; end of
+  file on its input ends it.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
 import importlib.util
-import json
 import os
 import re
 import signal
@@ -25,43 +33,10 @@ import warnings
 
 import numpy as np
 
-from ..oracle import OracleUnavailable, load as load_oracle
-from . import diagnose
-from ._harness import CallTimeout, Recorder, Stop, _on_alarm, user_frame
-from ._probe import case_features, dump_case, grad_check, smallest_failing
-from .exercises import EXERCISES, MISSING, draw_case
-
-
-class _Events:
-    def __init__(self, path):
-        self.fh = open(path, "a", encoding="utf-8")
-
-    def emit(self, **event):
-        self.fh.write(json.dumps(_jsonable(event)) + "\n")
-        self.fh.flush()
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return x
-
-
-def _defined_functions(path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read())
-    except Exception:  # noqa: BLE001
-        return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+from . import _guard, _wire
+from ._harness import CallTimeout, _on_alarm, run_impl, user_frame
+from .diagnose import as_array
+from .exercises import EXERCISES, MISSING
 
 
 def load_user_module(path, time_limit):
@@ -94,290 +69,83 @@ def load_user_module(path, time_limit):
                                                    "(module-level code that loops forever?)"}
     except KeyboardInterrupt:
         raise
+    except _guard.RefusedImport as exc:
+        where = user_frame(exc.__traceback__, path)
+        return None, {"kind": "refused", "message": str(exc), "line": where[0] if where else None}
     except SyntaxError as exc:
         return None, {"kind": "syntax", "message": f"SyntaxError: {exc.msg}", "line": exc.lineno,
                       "text": (exc.text or "").rstrip("\n")}
     except BaseException as exc:  # noqa: BLE001 - SystemExit included
         where = user_frame(exc.__traceback__, path)
         return None, {"kind": "import", "message": f"importing the file raised {type(exc).__name__}: {exc}",
-                      "where": where}
+                      "where": list(where) if where else None}
     return module, None
 
 
-def _load_oracle(mode):
-    if mode == "off":
-        return None, "not used (the verified NumPy reference is the oracle; --torch re-checks it with PyTorch)"
+def plain(value):
+    """What a returned value becomes on the wire: a plain numeric array, a problem's text, or "missing"."""
+    if value is MISSING:
+        return {"missing": True}
     try:
-        oracle = load_oracle("drill_oracle")
-        version = oracle.torch_version()
-    except OracleUnavailable as exc:
-        if exc.torch_missing:
-            return None, "not used (torch is not installed): graded against the NumPy reference only"
-        return None, f"not used (cannot import the torch oracle: {exc.__cause__})"
-    except Exception as exc:  # noqa: BLE001
-        return None, f"not used: {type(exc).__name__}: {exc}"
-    return oracle, f"torch {version}"
+        arr, problem = as_array(value)       # a user object's __array__ runs here, in the child
+        if arr is None:
+            return {"problem": str(problem)}
+        return {"array": np.array(arr, copy=True, subok=False)}
+    except BaseException as exc:  # noqa: BLE001 - whatever the user's object raises
+        return {"problem": f"is not an array ({type(value).__name__}: {type(exc).__name__})"}
 
 
-def _run(ex, ns, inputs, time_limit=None, user_path=None, disabled=None):
-    rec = Recorder(ns, time_limit=time_limit, user_path=user_path, protected=inputs)
-    if disabled:
-        real_call = rec.call
-
-        def call(fname, *args, **kwargs):
-            if fname in disabled:
-                rec.fail(fname, "skipped", disabled[fname])
-            return real_call(fname, *args, **kwargs)
-        rec.call = call
-    try:
-        ex.run(rec, inputs)
-    except Stop:
-        pass
-    return rec
-
-
-def _reference_outputs(ex, inputs):
-    rec = _run(ex, ex.reference(), inputs)
-    if rec.failure is not None:
-        raise RuntimeError(f"internal error: the reference failed on this case: {rec.failure['message']}")
-    return rec.outputs
-
-
-def _variant_outputs(ex, inputs):
-    """``{mistake id: [outputs of each config]}``; a variant that fails on a case gives no outputs."""
-    out = {}
-    for m in ex.mistakes:
-        results = []
-        for cfg in m.configs:
-            rec = _run(ex, ex.variant(**cfg), inputs)
-            results.append(rec.outputs)
-        out[m.id] = results
-    return out
-
-
-def _exception_hint(ex, message):
-    for pattern, hint in ex.exception_hints:
-        if re.search(pattern, message or ""):
-            return hint
-    if "unexpected keyword argument" in (message or "") or "positional argument" in (message or ""):
-        return "keep the skeleton's exact signature (names and defaults): the grader calls it as documented"
-    return None
-
-
-def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
-    """For wrong outputs no single mistake explains, try two known mistakes at once (knobs that combine).
-
-    Matches are recorded as ``"id1+id2"`` in the output's ``pairs``. ``budget["seconds"]`` bounds the time
-    spent over the whole run (the search costs up to one variant run per pair).
-    """
-    todo = [n for n, r in results.items()
-            if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape") and not r.get("variants")]
-    if not todo:
-        return
+def _answer(ex, module, msg, path, call_timeout):
+    skip = {str(k): str(v) for k, v in (msg.get("skip") or {}).items()}
     t0 = time.perf_counter()
-    ms = ex.mistakes
-    for i in range(len(ms)):
-        for j in range(i + 1, len(ms)):
-            for c1 in ms[i].configs:
-                for c2 in ms[j].configs:
-                    if set(c1) & set(c2):
-                        continue
-                    vout = _run(ex, ex.variant(**c1, **c2), inputs).outputs
-                    for n in todo:
-                        if n in vout and diagnose.matches(user_outputs[n], vout[n]):
-                            pair = f"{ms[i].id}+{ms[j].id}"
-                            if pair not in results[n].setdefault("pairs", []):
-                                results[n]["pairs"].append(pair)
-            if time.perf_counter() - t0 > budget["seconds"]:
-                budget["seconds"] = 0
-                return
-    budget["seconds"] -= time.perf_counter() - t0
-
-
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None):
-    inputs = case.inputs
-    ref = _reference_outputs(ex, inputs)
-    t0 = time.perf_counter()
-    rec = _run(ex, module, inputs, time_limit, path, disabled)
+    rec = run_impl(ex, module, msg["inputs"], call_timeout, path, skip)
     seconds = time.perf_counter() - t0
-    failure = rec.failure
-    if failure is not None:
-        failure = dict(failure)
-        failure["hint"] = _exception_hint(ex, failure["message"])
-        if failure["kind"] == "timeout":
-            disabled[failure["function"]] = f"skipped: {failure['function']} timed out on an earlier case"
-    results = {}
-    variants = None
-    for name, fname in ex.outputs:
-        if name not in rec.outputs:
-            why = failure["message"] if failure else f"{fname} did not return it"
-            results[name] = {"ok": False, "problem": "not_computed", "message": f"not computed: {why}"}
-            continue
-        got = rec.outputs[name]
-        if got is MISSING:
-            results[name] = {"ok": False, "problem": "type",
-                             "message": f"missing: the grads dict has no key {name[6:-1]!r}"}
-            continue
-        res = diagnose.compare(got, ref[name], tol)
-        if not res["ok"]:
-            if variants is None:
-                variants = _variant_outputs(ex, inputs)
-            matched = []
-            for m in ex.mistakes:
-                for vout in variants[m.id]:
-                    if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
-                            and diagnose.matches(got, vout[name]):
-                        matched.append(m.id)
-                        break
-            res["variants"] = matched
-            res["hints"] = diagnose.hints(got, ref[name], case.factors)
-        results[name] = res
-    if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
-        _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
-    contradicted = []
-    if variants is not None:
-        # a mistake is contradicted on this case when every one of its configurations would make wrong an
-        # output that the user got right (so the user cannot be making exactly that mistake)
-        for m in ex.mistakes:
-            def contradicts(vout):
-                return any(results[n]["ok"] and n in vout and not diagnose.compare(vout[n], ref[n], tol)["ok"]
-                           for n, _ in ex.outputs)
-            if all(contradicts(vout) for vout in variants[m.id]):
-                contradicted.append(m.id)
-    oracle_res = None
-    if oracle is not None:
-        try:
-            tout = oracle.run(ex.name, inputs)
-            worst, agree = 0.0, True
-            for name, arr in tout.items():
-                cmp = diagnose.compare(arr, ref[name], 1e-9)
-                agree = agree and cmp["ok"]         # rounding noise around an exact 0 (ATOL) agrees too
-                if not (cmp["ok"] and (cmp["rel"] or 0.0) > 1e-9):   # such an output has no relative error
-                    worst = max(worst, cmp["rel"] or 0.0)
-            oracle_res = {"rel": worst, "agree": agree}
-        except Exception as exc:  # noqa: BLE001
-            oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
-            "oracle": oracle_res, "contradicted": contradicted, "mutations": rec.mutations}
+    failure = None
+    if rec.failure is not None:
+        f = rec.failure
+        failure = {"function": str(f["function"]), "kind": str(f["kind"]), "message": str(f["message"]),
+                   "where": [int(f["where"][0]), str(f["where"][1])] if f.get("where") else None}
+    return {"outputs": {str(k): plain(v) for k, v in rec.outputs.items()}, "failure": failure,
+            "notes": [str(n) for n in rec.notes], "mutations": [str(m) for m in rec.mutations],
+            "seconds": seconds}
 
 
-def _probe_failures(ex, module, path, args, failing, disabled, ev):
-    """The smallest failing case (shrunk by search), its arrays, and the gradient check on it."""
-    def fails(case):
-        rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
-        ref = _reference_outputs(ex, case.inputs)
-        return bool(rec.mutations) or rec.failure is not None or any(
-            n not in rec.outputs or not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"] for n, _ in ex.outputs)
-
-    index, case = smallest_failing(ex, failing, fails, lambda i: draw_case(ex, args.seed, i), args.cases)
-    ref = _reference_outputs(ex, case.inputs)
-    rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
-    wrong = {n: rec.outputs[n] for n, _ in ex.outputs if n in rec.outputs
-             and not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"]}
-    event = {"index": index, "extra": index >= args.cases, "desc": case.desc, "features": case_features(case),
-             "inputs": _small_arrays(case.inputs), "expected": _small_arrays({n: ref[n] for n in wrong}),
-             "got": _small_arrays(wrong), "wrong": list(wrong),
-             "mutations": rec.mutations, "failure": rec.failure and rec.failure["message"]}
-    if args.dump:
-        event["dump"] = dump_case(args.dump, ex.name, index, case.inputs, ref, rec.outputs)
-    ev.emit(event="smallest", **event)
-    backward_fns = {fn for _, fn in ex.outputs[1:] if fn != ex.outputs[0][1]}
-
-    def run(ns, inputs, forward_only):
-        skip = {fn: "forward only" for fn in backward_fns} if forward_only else None
-        return _run(ex, ns, inputs, args.call_timeout, path, skip).outputs
-
-    fwd = ex.outputs[0][0]
-    if rec.failure is None and fwd in rec.outputs:
-        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run, args.seed)
-        if checks:
-            ev.emit(event="gradcheck", index=index, desc=case.desc, forward_ok=fwd not in wrong, checks=checks,
-                    wrong=list(wrong))
-
-
-def _small_arrays(d, limit=36):
-    """Arrays of at most ``limit`` elements as lists (for the report); bigger ones as their shape."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            for kk, vv in _small_arrays(v, limit).items():
-                out[f"{k}[{kk}]"] = vv
-            continue
-        try:
-            a = np.asarray(v)
-        except Exception:  # noqa: BLE001
-            continue
-        if a.dtype.kind not in "biuf":            # a string option, or whatever a wrong function returned
-            out[k] = {"shape": [], "dtype": "text", "values": repr(v)[:80]}
-            continue
-        out[k] = {"shape": list(a.shape), "dtype": str(a.dtype),
-                  "values": a.tolist() if a.size <= limit else None}
-    return out
+def serve(path, exercise, call_timeout, rfd, wfd):
+    """Import ``path`` and answer the parent's requests until it closes the pipe."""
+    ex = EXERCISES[exercise]
+    warnings.simplefilter("ignore")
+    _guard.seal()
+    with np.errstate(all="ignore"):
+        module, problem = load_user_module(path, call_timeout)
+        if module is None:
+            _wire.send(wfd, {"ok": False, **problem})
+            return 0
+        _wire.send(wfd, {"ok": True, "callable": [f for f in ex.functions if callable(getattr(module, f, None))]})
+        while True:
+            msg = _wire.receive(rfd)
+            if msg is None or msg.get("op") not in ("run", "batch"):
+                return 0
+            if msg["op"] == "run":
+                _wire.send(wfd, _answer(ex, module, msg, path, call_timeout))
+                continue
+            skip = dict(msg.get("skip") or {})
+            for inputs in msg["inputs"]:
+                answer = _answer(ex, module, {"inputs": inputs, "skip": skip}, path, call_timeout)
+                f = answer["failure"]
+                if f is not None and f["kind"] == "timeout":
+                    skip[f["function"]] = f"skipped: {f['function']} timed out on an earlier case"
+                _wire.send(wfd, answer)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="drill grading worker (internal)")
+    p = argparse.ArgumentParser(description="drill grading child (internal)")
     p.add_argument("--file", required=True)
     p.add_argument("--exercise", required=True)
-    p.add_argument("--events", required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cases", type=int, default=40)
     p.add_argument("--call-timeout", type=float, default=10.0)
-    p.add_argument("--torch", choices=["auto", "off"], default="off")
-    p.add_argument("--dump", default=None)
-    p.add_argument("--tol", type=float, default=diagnose.TOL)
+    p.add_argument("--rfd", type=int, required=True)
+    p.add_argument("--wfd", type=int, required=True)
     args = p.parse_args(argv)
-    ev = _Events(args.events)
-    try:
-        return _grade_all(args, ev)
-    except Exception as exc:  # noqa: BLE001 - a grader bug: report it as ours, not as the user's crash
-        ev.emit(event="internal_error", index=-1, message=f"{type(exc).__name__}: {exc}")
-        return 3
-
-
-def _grade_all(args, ev):
-    ex = EXERCISES[args.exercise]
-    path = os.path.abspath(args.file)
-    warnings.simplefilter("ignore")
-    with np.errstate(all="ignore"):
-        module, problem = load_user_module(path, args.call_timeout)
-        if module is None:
-            ev.emit(event="load", ok=False, **problem)
-            return 0
-        missing = [f for f in ex.functions if not callable(getattr(module, f, None))]
-        if len(missing) == len(ex.functions):
-            found = [n for n in _defined_functions(path) if not n.startswith("_")]
-            suggest = {f: difflib.get_close_matches(f, found, n=1, cutoff=0.5) for f in missing}
-            ev.emit(event="load", ok=False, kind="missing", missing=missing, found=found,
-                    suggest={k: v[0] for k, v in suggest.items() if v},
-                    message=f"none of the functions of the {ex.name!r} exercise is defined")
-            return 0
-        oracle, oracle_status = _load_oracle(args.torch)
-        ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
-        disabled = {}
-        pair_budget = {"seconds": 8.0}
-        failing = []
-        for i in range(args.cases):
-            ev.emit(event="start", index=i)
-            try:
-                case = draw_case(ex, args.seed, i)
-                res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
-                                 pair_budget)
-            except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
-                ev.emit(event="internal_error", index=i, message=f"{type(exc).__name__}: {exc}")
-                return 3
-            if res["mutations"] or any(not r["ok"] for r in res["results"].values()):
-                failing.append((i, case))
-            ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge,
-                    features=case_features(case), **res)
-        if failing:
-            try:
-                _probe_failures(ex, module, path, args, failing, disabled, ev)
-            except Exception as exc:  # noqa: BLE001 - the extra analysis must never hide the grade
-                ev.emit(event="internal_error", index=-1, message=f"probe: {type(exc).__name__}: {exc}")
-                return 3
-        ev.emit(event="done")
-    return 0
+    return serve(os.path.abspath(args.file), args.exercise, args.call_timeout, args.rfd, args.wfd)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,20 @@ ATOL = 1e-13
 MATCH_TOL = 1e-6
 
 
+class Unusable:
+    """A returned value that the grading child could not hand back as an array: its problem's text."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def __repr__(self):
+        return f"<{self.message}>"
+
+
 def as_array(value):
     """``(ndarray, None)`` or ``(None, problem message)``."""
+    if isinstance(value, Unusable):
+        return None, value.message
     if value is None:
         return None, "returned None (a missing `return`?)"
     try:

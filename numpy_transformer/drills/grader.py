@@ -1,31 +1,38 @@
-"""``drill check FILE``: grade a user's file in a process of its own and print the report.
+"""``drill check FILE``: grade a user's file the way a judge does, and print the report.
 
-The parent never imports the user's code. It checks the file compiles (reporting a syntax error with
-its line), works out which exercise it is, runs :mod:`._worker` in a process of its own (:mod:`.spawn`)
-with a wall-clock limit, reads its events back, and turns them into the report: PASS/FAIL per case and
-per returned array, the first failing case, the worst element, the known mistake a wrong array
-matches, the interview clock, a score.
+This process never imports the user's code. It checks the file compiles (reporting a syntax error with
+its line), refuses a file that imports ``numpy_transformer``, ``reference_torch`` or ``torch`` (a drill
+is NumPy alone: :mod:`._guard`), works out which exercise it is, and starts the grading child
+(:mod:`._worker`, in a process group of its own: :mod:`.spawn`) with a wall-clock limit. The child runs
+the user's functions on the inputs :mod:`.judge` sends and hands back plain arrays; the judge, here,
+computes the reference, compares and diagnoses, and :mod:`.report` turns its events into the report:
+PASS/FAIL per case and per returned array, the first failing case, the worst element, the known mistake
+a wrong array matches, the interview clock, a score. Ctrl-C, SIGTERM and SIGHUP end the check, its
+child's process group and its temporary directory.
 
-Exit status: 0 every check passed; 1 something failed (or the run was cut short); 2 the file cannot be
-graded at all (missing, not Python, syntax error, none of the functions defined, unknown exercise).
+Exit status: 0 every check passed; 1 something failed, the run was cut short, or the file was refused
+for its imports; 2 the file cannot be graded at all (missing, not Python, syntax error, none of the
+functions defined, unknown exercise); 130 interrupted; 128 + the signal's number for SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 from types import SimpleNamespace
 
 from .._text import fit
-from . import diagnose
+from . import _guard, diagnose
 from .exercises import EXERCISES, get
+from .judge import Events, grade_all
 from .report import format_duration, report
-from .spawn import run_worker
+from .spawn import ChildGone, Deadline, start_worker
 
 __all__ = ["check_file", "format_duration", "guess_exercise", "started_at"]
 
@@ -34,6 +41,36 @@ HEADER_STARTED = re.compile(r"^#\s*started:.*\(unix\s+(\d+(?:\.\d+)?)\)", re.M)
 
 DEFAULT_CASES = 40
 DEFAULT_CALL_TIMEOUT = 10.0
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived during a check: unwind (ending the child, removing the temporary
+    directory) as Ctrl-C does, then exit with 128 + the signal's number."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise _Terminated(signum)
+
+
+class _Signals:
+    """SIGTERM and SIGHUP raise :class:`_Terminated` while a check runs (main thread only)."""
+
+    def __enter__(self):
+        self.old = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+                if sig is not None:
+                    self.old[sig] = signal.signal(sig, _on_signal)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
 
 
 class _Out:
@@ -97,10 +134,14 @@ def check_file(path, exercise=None, seed=0, cases=DEFAULT_CASES, timeout=None, c
                            torch=torch, tol=tol, verbose=verbose, quiet=quiet, show_output=show_output, now=now,
                            dump=dump, result=result if result is not None else {})
     try:
-        return _check(out, path, opts)
+        with _Signals():
+            return _check(out, path, opts)
     except KeyboardInterrupt:
         out("interrupted")
         return 130
+    except _Terminated as exc:
+        out(f"terminated ({signal.Signals(exc.signum).name}): the check was stopped")
+        raise SystemExit(128 + exc.signum) from None
     except BrokenPipeError:            # the reader went away (`drill check FILE | head`): not a grader bug
         raise
     except Exception as exc:  # noqa: BLE001 - the grader reports, never crashes
@@ -154,27 +195,27 @@ def _check(out, path, opts):
     now = time.time() if opts.now is None else opts.now
     t_start = started_at(source)
 
+    refused = _guard.scan(source)
+    if refused:
+        line, name = refused[0]
+        events = [{"event": "load", "ok": False, "kind": "refused", "line": line, "message": _guard.message(name)}]
+        run = SimpleNamespace(events=events, t_start=t_start, now=now, timed_out=False, timeout=timeout, rc=None,
+                              user_output="", wall=0.0)
+        return report(out, path, ex, run, opts)
+
+    ev = Events()
     with tempfile.TemporaryDirectory(prefix="drill-") as tmp:
-        events_path = os.path.join(tmp, "events.jsonl")
-        open(events_path, "w").close()
-        argv = ["--file", os.path.abspath(path), "--exercise", ex.name, "--events", events_path,
-                "--seed", str(seed), "--cases", str(cases), "--call-timeout", str(opts.call_timeout),
-                "--torch", opts.torch, "--tol", repr(opts.tol)]
-        if opts.dump:
-            argv += ["--dump", os.path.abspath(opts.dump)]
+        argv = ["--file", os.path.abspath(path), "--exercise", ex.name, "--call-timeout", str(opts.call_timeout)]
         t0 = time.time()
-        rc, stdout, stderr, timed_out = run_worker(argv, timeout, tmp)
+        child = start_worker(argv, timeout, tmp)
+        try:
+            grade_all(ex, os.path.abspath(path), opts, child, ev)
+        except (ChildGone, Deadline):
+            pass                                        # the events so far say where it stopped
+        finally:
+            rc, stdout, stderr, timed_out = child.close()
         wall = time.time() - t0
-        events = []
-        with open(events_path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if line:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        break
     user_output = (stdout or b"").decode("utf-8", "replace") + (stderr or b"").decode("utf-8", "replace")
-    run = SimpleNamespace(events=events, t_start=t_start, now=now, timed_out=timed_out, timeout=timeout, rc=rc,
+    run = SimpleNamespace(events=list(ev), t_start=t_start, now=now, timed_out=timed_out, timeout=timeout, rc=rc,
                           user_output=user_output, wall=wall)
     return report(out, path, ex, run, opts)

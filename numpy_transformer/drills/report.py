@@ -62,6 +62,8 @@ def report(out, path, ex, run, opts):
         _process_failure(out, timed_out, timeout, rc, user_output)
         return 2 if not timed_out else 1
     if not load.get("ok"):
+        if load.get("kind") == "refused":
+            result["refused"] = True
         return _load_failure(out, path, ex, load, user_output)
 
     case_events = [e for e in events if e.get("event") == "case"]
@@ -278,6 +280,11 @@ def _load_failure(out, path, ex, load, user_output):
             out(f"      did you mean {want!r} for your {got!r}? keep the skeleton's names and signatures")
         out("      (wrong exercise? pass --exercise NAME; a fresh skeleton: `drill start NAME`)")
         return 2
+    if kind == "refused":
+        line = f", line {load['line']}" if load.get("line") else ""
+        out(f"FAIL  {path}{line} {load['message']}")
+        out("      the file is refused before it runs: grade your own NumPy code -> FAIL")
+        return 1
     if kind == "syntax":
         out(f"FAIL  {path}: syntax error, line {load.get('line')}: {load['message']}")
         if load.get("text"):

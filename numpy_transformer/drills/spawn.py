@@ -1,40 +1,56 @@
-"""Start the grading worker (:mod:`._worker`) in a process of its own and wait for it, with a time limit.
+"""Start the grading child (:mod:`._worker`) in a process group of its own, talk to it, and end it.
 
-Two ways, the same isolation. Whatever the user's file does (an infinite loop, ``sys.exit``,
-``os._exit``, a segfault, a flood of output) happens in the worker process: the parent reads its exit
-status, its output and the events file, and kills it at the wall-clock limit.
+The child imports the user's file and runs its functions on the inputs the parent sends, one request at
+a time (:mod:`._wire`: plain JSON and arrays through two pipes); it never receives an expected output and
+never writes a verdict. Whatever the user's file does (an infinite loop, ``sys.exit``, ``os._exit``, a
+segfault, a flood of output, processes of its own) happens in that process group: the parent reads its
+answers, its exit status and its output, and kills the whole group (``killpg``) when the check ends, at the
+wall-clock limit, on Ctrl-C, SIGTERM or SIGHUP.
 
-- **fork** (Linux): the worker is a copy of this process, which has already imported NumPy and the
+Two ways to start it, the same isolation:
+
+- **fork** (Linux): the child is a copy of this process, which has already imported NumPy and the
   library, so a check does not pay for a second interpreter start and those imports (about 0.5 s of a
-  1.2 s check). The copy redirects its standard streams to files, runs :func:`._worker.main` and ends
-  with ``os._exit``: it never returns into the caller's code, and the parent kills and reaps it however
-  the wait ends (the time limit, Ctrl-C). It is used only while this process runs a single Python
-  thread (forking a threaded process can copy a lock another thread holds); OpenBLAS's own threads are
-  safe, as it stops and restarts its pool around ``fork``, and so is the library's elementwise pool
-  (:mod:`..kernels.parallel` starts a new one in the copy).
+  1.2 s check). The copy leaves the library behind (:func:`._guard.seal`), redirects its standard
+  streams to files, runs :func:`._worker.main` and ends with ``os._exit``: it never returns into the
+  caller's code. It is used only while this process runs a single Python thread (forking a threaded
+  process can copy a lock another thread holds); OpenBLAS's own threads are safe, as it stops and
+  restarts its pool around ``fork``, and so is the library's elementwise pool (:mod:`..kernels.parallel`
+  starts a new one in the copy).
 - **subprocess** (elsewhere, and whenever another Python thread runs): ``python -m
-  numpy_transformer.drills._worker`` in a fresh interpreter. macOS and Windows use it always (fork
-  after system frameworks are loaded is not safe on macOS; Windows has no fork).
+  numpy_transformer.drills._worker`` in a fresh interpreter and a new session. macOS and Windows use it
+  always (fork after system frameworks are loaded is not safe on macOS; Windows has no fork).
 """
 
 from __future__ import annotations
 
 import faulthandler
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 
-__all__ = ["run_worker", "spawn_method"]
+from . import _wire
+
+__all__ = ["Child", "ChildGone", "Deadline", "start_worker", "spawn_method"]
 
 #: ``None``: choose by platform; tests set ``"fork"`` or ``"subprocess"`` to exercise one way
 FORCE = None
 
 
+class ChildGone(Exception):
+    """The grading child ended (or sent something that is not a message) before answering."""
+
+
+class Deadline(Exception):
+    """The check ran past its wall-clock limit."""
+
+
 def spawn_method():
-    """``"fork"`` or ``"subprocess"``: how :func:`run_worker` will start the worker now."""
+    """``"fork"`` or ``"subprocess"``: how :func:`start_worker` will start the child now."""
     if FORCE is not None:
         return FORCE
     if sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1:
@@ -42,15 +58,129 @@ def spawn_method():
     return "subprocess"
 
 
-def run_worker(argv, timeout, tmp):
-    """Run the worker with command-line arguments ``argv``; return ``(rc, stdout, stderr, timed_out)``.
+class Child:
+    """The running grading child: :meth:`request` sends a message and returns its answer; :meth:`close`
+    ends the child and every process of its group and returns ``(rc, stdout, stderr, timed_out)``."""
 
-    ``rc`` is the exit status (negative: killed by that signal), ``None`` when the worker ran past
-    ``timeout`` seconds and was killed. ``tmp`` is a scratch directory for the captured output.
+    def __init__(self, pid, proc, to_child, from_child, tmp, deadline):
+        self.pid, self.proc, self.to_child, self.from_child = pid, proc, to_child, from_child
+        self.tmp, self.deadline = tmp, deadline
+        self.timed_out, self.status = False, None
+
+    def _wait_readable(self):
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([self.from_child], [], [], left)[0]:
+            self.timed_out = True
+            raise Deadline()
+
+    def _wait_writable(self):
+        left = self.deadline - time.monotonic()
+        if left <= 0 or not select.select([], [self.to_child], [], left)[1]:
+            self.timed_out = True
+            raise Deadline()
+
+    def receive(self):
+        """The child's next message (raises :class:`ChildGone`, :class:`Deadline`)."""
+        try:
+            msg = _wire.receive(self.from_child, self._wait_readable)
+        except _wire.WireError as exc:
+            raise ChildGone(str(exc)) from None
+        except OSError as exc:
+            raise ChildGone(str(exc)) from None
+        if msg is None or not isinstance(msg, dict):
+            raise ChildGone("the grading process ended")
+        return msg
+
+    def send(self, msg):
+        """Send ``msg`` to the child (raises :class:`ChildGone`)."""
+        try:
+            _wire.send(self.to_child, msg, self._wait_writable)
+        except OSError as exc:                        # a closed pipe: the child has gone
+            raise ChildGone(str(exc)) from None
+
+    def request(self, msg):
+        """Send ``msg``; return the child's answer."""
+        self.send(msg)
+        return self.receive()
+
+    def _poll(self):
+        if self.status is not None:
+            return True
+        if self.proc is not None:
+            if self.proc.poll() is not None:
+                self.status = self.proc.returncode
+        else:
+            done, st = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.status = os.waitstatus_to_exitcode(st)
+        return self.status is not None
+
+    def close(self, grace=1.0):
+        """End the child (end of file on its input first, then SIGKILL to its whole process group); reap it.
+
+        Ctrl-C, SIGTERM and SIGHUP wait until this is done (they are blocked meanwhile), so that no
+        signal can leave the child or its group running."""
+        signals = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+        masked = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, signals) if masked else None
+        try:
+            return self._close(grace)
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    def _close(self, grace):
+        for fd in (self.to_child, self.from_child):
+            try:
+                os.close(fd)                          # the child reads end of file: it exits
+            except OSError:
+                pass
+        t_end = time.monotonic() + (grace if not self.timed_out else 0.0)
+        try:
+            while not self._poll() and time.monotonic() < t_end:
+                time.sleep(0.002)
+        finally:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)   # the child, and anything the user's code started
+            except OSError:
+                pass
+            if self.status is None:
+                if self.proc is not None:
+                    self.proc.wait()
+                    self.status = self.proc.returncode
+                else:
+                    _, st = os.waitpid(self.pid, 0)
+                    self.status = os.waitstatus_to_exitcode(st)
+        rc = None if self.timed_out else self.status
+        return rc, _read(os.path.join(self.tmp, "stdout")), _read(os.path.join(self.tmp, "stderr")), self.timed_out
+
+
+def start_worker(argv, timeout, tmp):
+    """Start the child with command-line arguments ``argv`` (the pipes are added); return a :class:`Child`.
+
+    ``timeout``: seconds for the whole conversation; ``tmp``: a scratch directory for the captured output.
     """
-    if spawn_method() == "fork":
-        return _run_forked(argv, timeout, tmp)
-    return _run_subprocess(argv, timeout)
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    argv = list(argv) + ["--rfd", str(to_r), "--wfd", str(from_w)]
+    deadline = time.monotonic() + timeout
+    try:
+        pid = proc = None
+        if spawn_method() == "fork":
+            try:
+                pid = _start_forked(argv, tmp, (to_w, from_r))
+            except OSError:              # fork failed: the fresh interpreter may still start
+                pid = None
+        if pid is None:
+            proc = _start_subprocess(argv, tmp, (to_r, from_w))
+            pid = proc.pid
+    except BaseException:
+        for fd in (to_r, to_w, from_r, from_w):
+            os.close(fd)
+        raise
+    os.close(to_r)
+    os.close(from_w)
+    return Child(pid, proc, to_w, from_r, tmp, deadline)
 
 
 def _project_root():
@@ -58,49 +188,37 @@ def _project_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run_subprocess(argv, timeout):
+def _start_subprocess(argv, tmp, keep):
     env = dict(os.environ)
     env["PYTHONPATH"] = _project_root() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, "-m", "numpy_transformer.drills._worker", *argv]
-    try:
-        proc = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-        return proc.returncode, proc.stdout, proc.stderr, False
-    except subprocess.TimeoutExpired as exc:
-        return None, exc.stdout or b"", exc.stderr or b"", True
+    with open(os.path.join(tmp, "stdout"), "wb") as out, open(os.path.join(tmp, "stderr"), "wb") as err:
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=keep,
+                                start_new_session=True)
 
 
-def _run_forked(argv, timeout, tmp):
+def _start_forked(argv, tmp, parent_ends):
     from . import _worker                # imported here, before the fork, so that the copy has it already
 
     out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()               # else the copy would print the parent's pending output again
-    try:
-        pid = os.fork()
-    except OSError:                      # no process to spare: the fresh interpreter may still start
-        return _run_subprocess(argv, timeout)
+    pid = os.fork()                      # OSError (no process to spare): the caller starts a fresh interpreter
     if pid == 0:
+        try:
+            os.setpgid(0, 0)             # a process group of its own: killpg ends whatever it starts
+            for fd in parent_ends:
+                os.close(fd)
+        except BaseException:            # noqa: BLE001
+            os._exit(70)
         _child(_worker.main, argv, out_path, err_path)      # never returns
-    deadline = time.monotonic() + timeout
-    status = None
     try:
-        while status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = st
-            elif time.monotonic() > deadline:
-                break
-            else:
-                time.sleep(0.005)
-    finally:
-        if status is None:               # past the limit, or interrupted (Ctrl-C): no runaway child
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    timed_out = status is None
-    rc = None if timed_out else os.waitstatus_to_exitcode(status)
-    return rc, _read(out_path), _read(err_path), timed_out
+        os.setpgid(pid, pid)             # also here: no killpg may run before the child is in its group
+    except OSError:
+        pass
+    return pid
 
 
 def _child(main, argv, out_path, err_path):
@@ -118,7 +236,8 @@ def _child(main, argv, out_path, err_path):
         sys.stdin = open(0, "r", closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)      # the caller's handlers are not the child's
         if faulthandler.is_enabled():    # the caller's (e.g. pytest's) crash reports: not the worker's
             faulthandler.disable()
         code = main(argv)

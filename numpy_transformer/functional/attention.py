@@ -41,13 +41,41 @@ def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, r
                          "(a bool keep-mask) to draw the attention dropout from")
 
 
+def _check_qkv(query, key, value, name):
+    """query (..., S, Dh), key (..., T, Dh) and value (..., T, Dv): float arrays of one dtype (torch
+    refuses an integer or bool query and mixed dtypes: "Expected query, key, and value to have the same
+    dtype"; NumPy would promote float32 to float64 silently), with the query's and key's head sizes
+    equal and as many values as keys (NumPy's matmul would fail deep inside, naming no argument)."""
+    for arg, a in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{name}: {arg} must be a numpy.ndarray, got {type(a).__name__}")
+        if a.dtype.kind != "f":
+            raise TypeError(f"{name}: {arg} must be a floating-point array, got dtype {a.dtype} (torch refuses "
+                            "integer and bool attention inputs too)")
+        if a.ndim < 2:
+            raise ValueError(f"{name}: {arg} must have at least 2 dimensions (..., length, features), got shape "
+                             f"{a.shape}")
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(f"{name}: query, key and value must have the same dtype, got {query.dtype}, {key.dtype} "
+                        f"and {value.dtype} (as torch; convert with .astype)")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"{name}: query {query.shape} and key {key.shape} must have the same head size (last "
+                         f"dimension Dh, their dot products are the scores), got {query.shape[-1]} and "
+                         f"{key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{name}: key {key.shape} and value {value.shape} must have the same length T (dimension "
+                         f"-2, one value per key), got {key.shape[-2]} and {value.shape[-2]}")
+
+
 def _check_heads(query, key, value, enable_gqa, name):
     """The key and value heads ``(Hk, Hv)`` each query head group shares, or ``(None, None)`` when every
     query head has its own (no grouping: the shapes broadcast as a matmul's, as torch's).
 
     With ``enable_gqa=True`` (torch 2.13's rule) the heads are dimension -3, and ``Hk`` and ``Hv`` must
     each divide ``Hq``; query head ``h`` then uses key head ``h // (Hq // Hk)`` (``repeat_interleave``).
-    Without it, different head counts are refused unless one is 1 (broadcast), as torch refuses them."""
+    Without it, different head counts are refused unless one is 1 (broadcast), as torch refuses them.
+    The arrays themselves are checked first (:func:`_check_qkv`)."""
+    _check_qkv(query, key, value, name)
     if not enable_gqa:
         try:
             np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
@@ -100,15 +128,20 @@ def _into(a, out):
 
 
 def _check_sdpa_mask(attn_mask, query, key, name, grouped=False):
-    """``attn_mask`` bool or float (torch refuses an integer mask: 0/1 added to the scores is a trap) and
-    broadcastable to the scores' shape (..., S, T) without enlarging it (``grouped``: key/value heads
-    shared, the scores have the query's heads)."""
+    """``attn_mask`` bool, float32 or the query's float dtype, as torch 2.13 ("Expected attn_mask dtype to
+    be bool or float or to match query dtype": an integer mask is refused, 0/1 added to the scores is a
+    trap; a float64 mask with a float32 query too, while a float32 mask is taken by a float64 query),
+    and broadcastable to the scores' shape (..., S, T) without enlarging it (``grouped``: key/value
+    heads shared, the scores have the query's heads)."""
     if attn_mask is None:
         return
     mask = np.asarray(attn_mask)
     if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
         raise TypeError(f"{name}: attn_mask must be bool (True = takes part in attention) or float (added to "
                         f"the scores), got dtype {mask.dtype}; for a 0/1 mask pass mask.astype(bool)")
+    if mask.dtype not in (np.bool_, np.float32, query.dtype):
+        raise TypeError(f"{name}: a float attn_mask must be float32 or the query's dtype {query.dtype} (as "
+                        f"torch), got dtype {mask.dtype}; convert it with attn_mask.astype(np.{query.dtype})")
     lead = (np.broadcast_shapes(query.shape[:-3], key.shape[:-3]) + query.shape[-3:-2] if grouped
             else np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
     scores = lead + (query.shape[-2], key.shape[-2])

@@ -21,6 +21,38 @@ def _trailing_shape(normalized_shape, x, *params):
     return tuple(int(n) for n in normalized_shape)       # the raw maths: shapes are not checked
 
 
+def _rescaled(x, axes, eps, xhat, rstd, var, centre):
+    """``(xhat, rstd)`` with the blocks whose variance (or mean of squares) overflowed recomputed exactly.
+
+    The squares of float32 numbers above ~1.8e19 (float64: ~1.3e154) overflow, so ``var`` becomes inf
+    and ``rstd = 0``: a block around 1e30 would normalise to 0 instead of to ~±1. Normalisation does not
+    change when x is scaled: with ``y = x / s``, ``xhat(x) = (y - mean(y)) / sqrt(var(y) + eps / s**2)``
+    and ``rstd(x) = rstd(y) / s``. Taking ``s`` a power of two near each block's largest ``|x|``
+    keeps the division exact and ``y`` in [-2, 2], whose squares cannot overflow. Only the overflowed
+    blocks are recomputed (the plain path pays one ``isfinite`` over the (..., 1) variances); a
+    block holding an inf or NaN keeps its NaN (as torch).
+
+    float16 (only inside :mod:`numpy_transformer.amp`, whose study runs norms in float16 on purpose) is
+    left as float16 arithmetic gives it: squares above 65504 overflow there, the cliff that
+    docs/mixed-precision.md measures and the reason mixed precision keeps the norms in float32.
+    """
+    if x.dtype == np.float16:
+        return xhat, rstd
+    finite_x = np.isfinite(x).all(axis=axes, keepdims=True)                  # (..., 1, ..., 1)
+    bad = ~np.isfinite(var) & finite_x                                        # the overflowed blocks
+    if not bad.any():
+        return xhat, rstd
+    big = np.where(bad, np.abs(x).max(axis=axes, keepdims=True), 1)          # (..., 1, ..., 1)
+    inv_s = np.ldexp(np.ones((), x.dtype), 1 - np.frexp(big)[1]).astype(x.dtype)   # 1 / s, a power of 2
+    y = x * inv_s                                                             # (..., *ns) in [-2, 2]
+    if centre:
+        y = y - y.mean(axis=axes, keepdims=True)
+        y -= y.mean(axis=axes, keepdims=True)
+    var_y = np.mean(y * y, axis=axes, keepdims=True)                          # (..., 1, ..., 1)
+    rstd_y = 1 / np.sqrt(var_y + _scalar(eps, x.dtype) * inv_s * inv_s)       # (..., 1, ..., 1)
+    return np.where(bad, y * rstd_y, xhat), np.where(bad, rstd_y * inv_s, rstd)
+
+
 class LayerNormCache(NamedTuple):
     xhat: np.ndarray              # (..., *normalized_shape) normalised input
     rstd: np.ndarray              # (..., 1, ..., 1) 1 / sqrt(var + eps), one per normalised block
@@ -34,7 +66,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, normalized_shape=Non
 
     Biased variance (divide by the n = prod(normalized_shape) elements of each block) and ``eps``
     inside the square root. ``LayerNorm(D)`` normalises each position's D features; ``LayerNorm((S, D))``
-    each sequence's S * D numbers together.
+    each sequence's S * D numbers together. A block whose squares overflow (float32 values beyond
+    ~1e19, e.g. a row around ±1e30) is recomputed scaled by a power of two, so it still normalises to
+    ~±1 with the exact gradient (:func:`_rescaled`).
 
     Parameters
     ----------
@@ -52,14 +86,17 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, normalized_shape=Non
     """
     k = len(_trailing_shape(normalized_shape, x, weight, bias))
     axes = tuple(range(x.ndim - k, x.ndim))
-    mean = x.mean(axis=axes, keepdims=True)                      # (..., 1, ..., 1)
-    xc = x - mean                                                # (..., *ns)
-    # Centre twice: the float mean of n equal values can miss them by an ulp, and on a constant block
-    # that residue, divided by sqrt(eps), would become noise instead of the exact 0 torch gives.
-    xc -= xc.mean(axis=axes, keepdims=True)
-    var = np.mean(xc * xc, axis=axes, keepdims=True)             # (..., 1, ..., 1) biased
+    with np.errstate(over="ignore", invalid="ignore"):           # |x| above ~1e19 (float32): _rescaled
+        mean = x.mean(axis=axes, keepdims=True)                  # (..., 1, ..., 1)
+        xc = x - mean                                            # (..., *ns)
+        # Centre twice: the float mean of n equal values can miss them by an ulp, and on a constant
+        # block that residue, divided by sqrt(eps), would become noise instead of the exact 0 torch gives.
+        xc -= xc.mean(axis=axes, keepdims=True)
+        var = np.mean(xc * xc, axis=axes, keepdims=True)         # (..., 1, ..., 1) biased
     rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1, ..., 1)
     xhat = xc * rstd                                             # (..., *ns)
+    if not np.isfinite(var).all():           # a block whose squares overflowed (or an inf/NaN input)
+        xhat, rstd = _rescaled(x, axes, eps, xhat, rstd, var, centre=True)
     out = xhat * weight if weight is not None else xhat.copy()   # (..., *ns)
     if bias is not None:
         out += bias
@@ -108,6 +145,7 @@ def rms_norm_forward(x, weight=None, eps=None, normalized_shape=None):
 
     ``y = x / sqrt(mean(x**2) + eps) * weight``: no mean is subtracted and there is no bias; the mean of
     squares is taken over the last ``len(normalized_shape)`` axes, and ``eps`` sits inside the root.
+    A block whose squares overflow is recomputed scaled by a power of two (:func:`_rescaled`).
 
     Parameters
     ----------
@@ -129,9 +167,12 @@ def rms_norm_forward(x, weight=None, eps=None, normalized_shape=None):
     if eps is None:
         eps = np.finfo(x.dtype).eps
     axes = tuple(range(x.ndim - k, x.ndim))
-    ms = np.mean(x * x, axis=axes, keepdims=True)                 # (..., 1, ..., 1) mean of squares
+    with np.errstate(over="ignore"):                              # |x| above ~1e19 (float32): _rescaled
+        ms = np.mean(x * x, axis=axes, keepdims=True)             # (..., 1, ..., 1) mean of squares
     rstd = 1 / np.sqrt(ms + _scalar(eps, x.dtype))                # (..., 1, ..., 1)
     xhat = x * rstd                                               # (..., *normalized_shape)
+    if not np.isfinite(ms).all():            # a block whose squares overflowed (or an inf/NaN input)
+        xhat, rstd = _rescaled(x, axes, eps, xhat, rstd, ms, centre=False)
     out = xhat * weight if weight is not None else xhat.copy()    # (..., *normalized_shape)
     return out, RMSNormCache(xhat, rstd, weight, k)
 

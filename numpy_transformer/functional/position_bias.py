@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._checks import as_float_dtype
+
 __all__ = ["alibi_slopes", "alibi_bias", "relative_position_bucket", "relative_positions",
            "RelativePositionBiasCache", "relative_position_bias_forward", "relative_position_bias_backward"]
 
@@ -81,7 +83,8 @@ def alibi_bias(num_heads, s, t, dtype=np.float64, *, offset=None):
     s, t : int
         Query and key lengths.
     dtype : np.float32 or np.float64
-        Of the result (computed in float64).
+        Of the result (computed in float64). Anything else raises TypeError (an integer dtype would
+        truncate every bias to 0).
     offset : int, optional
         Key position of query 0 (default ``t - s``).
 
@@ -89,6 +92,7 @@ def alibi_bias(num_heads, s, t, dtype=np.float64, *, offset=None):
     -------
     ndarray, shape (H, S, T)
     """
+    dtype = as_float_dtype(dtype, "alibi_bias: dtype")   # an integer dtype would truncate the slopes to 0
     slopes = alibi_slopes(num_heads)                                        # (H,)
     rel = relative_positions(s, t, offset)                                  # (S, T) j - i, <= 0 in the past
     return (slopes[:, None, None] * rel[None]).astype(dtype)                # (H, S, T)

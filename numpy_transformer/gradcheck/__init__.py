@@ -7,7 +7,13 @@ Use it on any forward/backward pair (the functional ops here, or your own) and o
 
 with ``dout`` a random upstream gradient (seeded): the gradient a backward returns for ``dout`` is
 exactly ``dL/dx``. A random ``dout`` (never all ones) matters: with ``dout = 1`` a softmax backward
-that forgets its row-sum term still passes, because the softmax rows sum to a constant.
+that forgets its row-sum term still passes, because the softmax rows sum to a constant. It is drawn
+from a stream of its own (:mod:`.upstream`), never ``np.random.default_rng(seed)``'s, from which your
+inputs may come: were ``dout == x``, a backward using ``x`` in place of ``dout`` would pass.
+
+The result is falsy when the check failed (``assert gradcheck(...)``); ``raise_exception=True`` raises
+:class:`GradcheckError` instead (default False: unlike ``torch.autograd.gradcheck``, whose default is
+True, the report is returned).
 
 For every checked element ``x_i`` the numeric derivative is the central difference
 
@@ -33,7 +39,8 @@ must modify nothing in place and a second call with the same cache must be refus
 
 The package, by concern: :mod:`.result` (the report), :mod:`.numeric` (the finite differences),
 :mod:`.hygiene` (the backward's in-place and second-call checks, the float64 warning), :mod:`.pair`
-(:func:`gradcheck`), :mod:`.module` (:func:`gradcheck_module`).
+(:func:`gradcheck`), :mod:`.module` (:func:`gradcheck_module`), :mod:`.upstream` (the upstream
+gradient of every checker: :func:`upstream_gradient`).
 
 Examples
 --------
@@ -68,8 +75,10 @@ from .module import _active_dropouts, _input_names, gradcheck_module, module_inp
 from .numeric import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, directional_derivative, numerical_gradient
 from .pair import _match_grads, gradcheck
 from .result import GradcheckError, GradcheckResult, HygieneCheck, TensorCheck
+from .upstream import UPSTREAM_SPAWN_KEY, checker_rng, upstream_gradient
 
 __all__ = ["gradcheck", "gradcheck_module", "GradcheckResult", "TensorCheck", "GradcheckError",
            "numerical_gradient", "DEFAULT_EPS", "DEFAULT_ATOL", "DEFAULT_RTOL", "GradcheckPrecisionWarning",
-           "HygieneCheck", "directional_derivative", "module_input_grads"]
+           "HygieneCheck", "directional_derivative", "module_input_grads", "upstream_gradient", "checker_rng",
+           "UPSTREAM_SPAWN_KEY"]
 _ = (_active_dropouts, _input_names, _match_grads)          # the old single module's private names, still importable

@@ -9,7 +9,8 @@ import numpy as np
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
 from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
                       _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult
+from .result import GradcheckError, GradcheckResult, _check_flag
+from .upstream import checker_rng, upstream_gradient
 
 __all__ = ["gradcheck_module", "module_input_grads"]
 
@@ -79,7 +80,8 @@ def _second(module, dout, values, names, chosen, first_param_grads):
 
 def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, params=True, eval_mode=True,
                      eps=DEFAULT_EPS, atol=DEFAULT_ATOL, rtol=DEFAULT_RTOL, seed=0, max_elements=None,
-                     exclude=None, fast_mode=False, check_inplace=True, check_repeat=True, verbose=True):
+                     exclude=None, fast_mode=False, check_inplace=True, check_repeat=True, verbose=True,
+                     raise_exception=False):
     """Check a module's ``backward``: the gradient of every float input and of every parameter.
 
     ``module(*inputs, **forward_kwargs)`` is the forward (for a tuple output, as
@@ -105,7 +107,8 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     eval_mode : bool
         Run in eval mode (dropout off), the default: finite differences need a deterministic forward.
         With False, the module must have no active dropout (p = 0) or ValueError is raised.
-    eps, atol, rtol, seed, max_elements, fast_mode, check_inplace, check_repeat, verbose : see :func:`gradcheck`
+    eps, atol, rtol, seed, max_elements, fast_mode, raise_exception : see :func:`gradcheck`
+    check_inplace, check_repeat, verbose : see :func:`gradcheck`
         (the in-place check covers ``dout``, the inputs, every parameter's ``data`` and every sub-module's
         saved caches; a second backward must raise, as the modules here do, or add the same gradients)
     exclude : dict, optional
@@ -115,6 +118,8 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     Returns
     -------
     GradcheckResult
+        Falsy when the check failed. With ``raise_exception=True`` (default False, unlike torch's
+        gradcheck) a failure raises :class:`~numpy_transformer.gradcheck.GradcheckError` instead.
 
     Examples
     --------
@@ -126,6 +131,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     >>> res.passed, len(res.checks)        # the input and the 12 parameters
     (True, 13)
     """
+    _check_flag(raise_exception, "raise_exception")
     forward_kwargs = dict(forward_kwargs or {})
     all_params = list(module.named_parameters())
     not64 = [(n, p.dtype) for n, p in all_params if p.dtype != np.float64]
@@ -147,7 +153,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
         raise ValueError(f"input_names has {len(names)} entries but there are {len(inputs)} inputs")
     warn_not_float64(zip(names, inputs), "gradcheck_module")
     values = [np.array(v, dtype=np.float64, copy=True) if _is_float_array(v) else v for v in inputs]
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = checker_rng(seed)
 
     modules = list(module.modules())
     saved_flags = [(m, m.training, list(m._caches)) for m in modules]
@@ -165,7 +171,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
             return _float64_output(_as_output(module(*values, **forward_kwargs)), f"{type(module).__name__}")
 
         out = evaluate()
-        dout = rng.standard_normal(out.shape)
+        dout = upstream_gradient(out.shape, rng=rng, avoid=[out, *values, *(p.data for _, p in all_params)])
         module.zero_grad()
         dout_given = dout.copy()
         snap = None
@@ -212,4 +218,6 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
                           hygiene=hygiene, fast_mode=bool(fast_mode))
     if verbose:
         print(res)
+    if raise_exception and not res.passed:
+        raise GradcheckError(str(res))
     return res

@@ -178,6 +178,7 @@ def _check(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements,
     check.max_abs_err = float(err[worst])
     check.scale = float(np.max(np.abs(numeric[checked])))
     check.allowed = atol + rtol * check.scale
+    check.atol = atol
     check.max_rel_err = (check.max_abs_err / check.scale if check.scale > 0 else
                          (0.0 if check.max_abs_err == 0 else float("inf")))
     check.n_bad = int(np.sum(err > check.allowed))
@@ -253,6 +254,7 @@ def _check_fast(name, kind, array, analytic, evaluate, dout, *, eps, atol, rtol,
     check.max_abs_err = abs(value - numeric)
     check.scale = max(abs(numeric), abs(value), float(np.linalg.norm(np.where(included, analytic, 0.0))))
     check.allowed = atol + rtol * check.scale
+    check.atol = atol
     check.max_rel_err = (check.max_abs_err / check.scale if check.scale > 0 else
                          (0.0 if check.max_abs_err == 0 else float("inf")))
     check.passed = check.max_abs_err <= check.allowed

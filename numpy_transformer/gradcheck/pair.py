@@ -9,7 +9,8 @@ import numpy as np
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
 from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
                       _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult
+from .result import GradcheckError, GradcheckResult, _check_flag
+from .upstream import checker_rng, upstream_gradient
 
 __all__ = ["gradcheck"]
 
@@ -43,7 +44,7 @@ def _match_grads(grads, names, differentiable, wrt):
 
 def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_ATOL, rtol=DEFAULT_RTOL,
               seed=0, names=None, wrt=None, max_elements=None, exclude=None, fast_mode=False,
-              check_inplace=True, check_repeat=True, verbose=True):
+              check_inplace=True, check_repeat=True, verbose=True, raise_exception=False):
     """Check a hand-written backward against central finite differences (float64).
 
     Besides the gradients' values it checks the backward itself: that it modifies nothing in place
@@ -83,7 +84,13 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     atol, rtol : float
         A tensor passes when ``max|analytic - numeric| <= atol + rtol * max|numeric|``.
     seed : int or numpy.random.Generator
-        For the upstream gradient ``dout ~ N(0, 1)`` and the ``max_elements`` subset.
+        For the upstream gradient ``dout ~ N(0, 1)``, the fast mode's directions and the
+        ``max_elements`` subset. An int names the checker's own stream,
+        ``SeedSequence(seed, spawn_key=(UPSTREAM_SPAWN_KEY,))``
+        (:func:`~numpy_transformer.gradcheck.upstream.upstream_gradient`), never the one of
+        ``np.random.default_rng(seed)`` your inputs may come from; and a ``dout`` parallel to an input
+        of the output's shape is drawn again. (Were ``dout`` equal to ``x``, a backward using ``x`` in
+        place of ``dout`` would pass.)
     names : list of str, optional
         Names of list ``inputs`` (default ``input0``, ``input1``...).
     wrt : list of str, optional
@@ -103,15 +110,22 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
         Run the in-place and second-backward checks (``result.hygiene``; a failure fails the result).
     verbose : bool
         Print the report.
+    raise_exception : bool
+        Raise :class:`~numpy_transformer.gradcheck.GradcheckError` (with the report) when the check
+        fails. The default is False, unlike ``torch.autograd.gradcheck`` (whose default is True and
+        which returns a bare ``True``): the result is a report to read, and a failed one is falsy, so
+        ``assert gradcheck(...)`` fails too.
 
     Returns
     -------
     GradcheckResult
-        ``.passed``, per-input :class:`TensorCheck` (``result["x"]``), ``str(result)`` the table,
-        ``.raise_if_failed()``.
+        ``.passed`` (``bool(result)`` is the same), per-input :class:`TensorCheck` (``result["x"]``),
+        ``str(result)`` the table, ``.raise_if_failed()``.
 
     Raises
     ------
+    GradcheckError
+        With ``raise_exception=True``, when a gradient or a hygiene check failed.
     TypeError
         The forward's output is not float64.
     ValueError
@@ -128,6 +142,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     >>> res.passed, res["x"].max_rel_err < 1e-6
     (True, True)
     """
+    _check_flag(raise_exception, "raise_exception")
     if isinstance(inputs, Mapping):
         names = list(inputs)
         positional = False
@@ -148,7 +163,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
         if bad:
             raise ValueError(f"wrt names {bad} that are not floating-point inputs; floating-point inputs: "
                              f"{differentiable}")
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = checker_rng(seed)
 
     def call():
         return forward_fn(*values) if positional else forward_fn(**arrays)
@@ -156,7 +171,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     result = call()
     out = _float64_output(_as_output(result), "forward_fn")
     cache = result[-1] if isinstance(result, tuple) and len(result) >= 2 else None
-    dout = rng.standard_normal(out.shape)
+    dout = upstream_gradient(out.shape, rng=rng, avoid=[out, *arrays.values()])
     dout_given = dout.copy()
     snap = snapshot([("dout", dout_given), *arrays.items(), ("cache", cache)]) if check_inplace else None
     grads = _match_grads(backward_fn(dout_given, cache), names, differentiable, wrt)
@@ -190,4 +205,6 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
                           hygiene=hygiene, fast_mode=bool(fast_mode))
     if verbose:
         print(res)
+    if raise_exception and not res.passed:
+        raise GradcheckError(str(res))
     return res

@@ -11,8 +11,20 @@ import numpy as np
 __all__ = ["GradcheckError", "TensorCheck", "HygieneCheck", "GradcheckResult"]
 
 
-class GradcheckError(AssertionError):
-    """Raised by :meth:`GradcheckResult.raise_if_failed`; its message is the full report."""
+class GradcheckError(AssertionError, RuntimeError):
+    """A failed check: raised by ``raise_exception=True`` and by ``result.raise_if_failed()``.
+
+    Its message is the full report. It is a ``RuntimeError``, as torch's
+    ``torch.autograd.gradcheck.GradcheckError``, so ``except RuntimeError`` written for torch catches it,
+    and an ``AssertionError``, so a failed check inside a test reads as a failed assertion. (The torch
+    checker's ``TorchCheckError`` is a subclass: ``except nt.GradcheckError`` catches every checker's.)
+    """
+
+
+def _check_flag(value, arg):
+    """Refuse a non-bool flag (``raise_exception="no"`` would otherwise read as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{arg} must be True or False, got {value!r}")
 
 
 def _fmt_index(index):
@@ -55,6 +67,10 @@ class TensorCheck:
     direction : bool
         Fast mode: ``analytic`` and ``numeric`` are the two values of ``v^T J u`` (one random direction
         ``u``; ``index`` is None), ``scale`` is ``max(|numeric|, |analytic|, ||analytic gradient||)``.
+    atol : float
+        The absolute tolerance it was held to. When ``scale <= atol`` (:attr:`zero_gradient`: a gradient
+        zero in exact arithmetic, as a key bias's) there is nothing to be relative to, and the check is
+        in effect ``max_abs_err <= allowed ~ atol``; the report says so instead of a relative error.
     """
 
     name: str
@@ -75,18 +91,30 @@ class TensorCheck:
     analytic_grad: Optional[np.ndarray] = field(default=None, repr=False)
     numeric_grad: Optional[np.ndarray] = field(default=None, repr=False)
     direction: bool = False
+    atol: float = 0.0
 
     @property
     def status(self):
         return "PASS" if self.passed else "FAIL"
+
+    @property
+    def zero_gradient(self):
+        """True when the gradient is zero to within ``atol`` (``scale <= atol``): an absolute check."""
+        return bool(self.checked) and self.scale <= self.atol
+
+    def _errors(self, scale_name):
+        if self.zero_gradient:
+            return (f"abs err {self.max_abs_err:.3e}; the gradient is zero to within atol ({scale_name} "
+                    f"{self.scale:.3e} <= {self.atol:g}), so the error is absolute: allowed {self.allowed:.3e}")
+        return (f"abs err {self.max_abs_err:.3e}, {self.max_rel_err:.3e} x the {scale_name} {self.scale:.3e}; "
+                f"allowed {self.allowed:.3e}")
 
     def describe(self):
         """One sentence: what was compared, and for a failure where and by how much."""
         what = f"gradient of {self.kind} {self.name!r} {self.shape}"
         if self.direction and self.checked:
             at = (f"v^T J u along a random u: analytic {self.analytic:.10g} vs numeric {self.numeric:.10g} "
-                  f"(abs err {self.max_abs_err:.3e}, {self.max_rel_err:.3e} x the scale {self.scale:.3e}; "
-                  f"allowed {self.allowed:.3e})")
+                  f"({self._errors('scale')})")
             if self.passed:
                 return f"PASS: {what}: {at}"
             return f"FAIL: {what} is wrong (fast mode: rerun with fast_mode=False for the worst element): {at}" + (
@@ -94,8 +122,7 @@ class TensorCheck:
         if self.index is None:
             return f"{self.status}: {what}: {self.note}"
         at = (f"worst at index {_fmt_index(self.index)}: analytic {self.analytic:.10g} vs numeric "
-              f"{self.numeric:.10g} (abs err {self.max_abs_err:.3e}, {self.max_rel_err:.3e} x the gradient "
-              f"scale {self.scale:.3e}; allowed {self.allowed:.3e})")
+              f"{self.numeric:.10g} ({self._errors('gradient scale')})")
         if self.passed:
             return f"PASS: {what}: {at}"
         msg = f"FAIL: {what} is wrong: {self.n_bad} of {self.checked} checked elements out of tolerance; {at}"
@@ -127,7 +154,8 @@ class HygieneCheck:
 class GradcheckResult:
     """All the :class:`TensorCheck` of one gradcheck, with a printable report.
 
-    ``result.passed`` is True when every tensor passed; ``result["x"]`` is the check of ``x``;
+    ``result.passed`` is True when every tensor passed, and the result itself is truthy exactly then
+    (``assert gradcheck(...)``, ``if result:``); ``result["x"]`` is the check of ``x``;
     ``str(result)`` is the table; :meth:`raise_if_failed` raises :class:`GradcheckError` with it.
     ``result.hygiene`` holds the :class:`HygieneCheck` of the backward (in-place edits, second backward);
     they count towards ``passed``. ``fast_mode`` says which comparison ran.
@@ -146,6 +174,10 @@ class GradcheckResult:
     @property
     def passed(self):
         return all(c.passed for c in self.checks) and all(h.passed for h in self.hygiene)
+
+    def __bool__(self):
+        """``result.passed``: a failed check is falsy, so ``assert gradcheck(...)`` fails when it should."""
+        return self.passed
 
     @property
     def failures(self):

@@ -79,6 +79,28 @@ class KVCache:
         self.keys[slot], self.values[slot] = key, value
         return key, value
 
+    def check_layers(self, slots, heads, head_dim, dtype, name="past_key_values"):
+        """Refuse a cache that another model built: a non-empty cache must hold exactly the self-attention
+        ``slots`` (one per layer), each (B, ``heads``, T, ``head_dim``) of ``dtype`` with one B and T.
+
+        Raises ValueError (TypeError for the dtype) naming ``name``, what the cache holds and what the
+        model expects; an empty cache passes (the first call fills it)."""
+        if not self.keys:
+            return
+        slots = list(slots)
+        if set(self.keys) != set(slots) or self.static:
+            raise ValueError(f"{name} holds the layers {sorted(self.keys, key=repr)} but this model has "
+                             f"{len(slots)} (slots {slots}): pass the cache this model returned, or None to start one")
+        b, t = self.batch_size, self.get_seq_length(slots[0])
+        for slot in slots:
+            for what, a in (("keys", self.keys[slot]), ("values", self.values[slot])):
+                if a.ndim != 4 or a.shape[0] != b or a.shape[1] != heads or a.shape[2] != t or a.shape[3] != head_dim:
+                    raise ValueError(f"{name}: layer {slot!r}'s {what} have shape {a.shape}, but this model caches "
+                                     f"(B, {heads}, T, {head_dim}) per layer, with one B ({b}) and T ({t}) in every "
+                                     "layer: pass the cache this model returned, or None to start one")
+                if a.dtype != dtype:
+                    raise TypeError(f"{name}: layer {slot!r}'s {what} have dtype {a.dtype}, but this model is {dtype}")
+
     def set_static(self, slot, key, value):
         """Store a memory's keys and values (B, H, T, Dh) in ``slot`` once (cross-attention)."""
         self.keys[slot], self.values[slot] = key, value

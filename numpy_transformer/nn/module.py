@@ -21,11 +21,25 @@ gradients of shared parameters add up (``Parameter.accumulate``). Which cache do
   cache for that new pass drops its caches of the previous one (an evaluation forward is never
   followed by a backward). So a model evaluated in a loop keeps one set of caches, as with a single
   cache per module; a module called at top level twice keeps only the second call's cache.
+
+Threads and forked processes
+----------------------------
+The running pass (``_TAPE``: the forward's tag, the backward's depth and the pass it consumes) is
+kept **per thread** (``threading.local``), as is the active trace: threads each training their own
+model never see each other's passes and get, bit for bit, the results of the same runs done one after
+the other. Passes are numbered process-wide (``_CALLS``), so no two threads' tags coincide. One module
+run by two threads *at once* is not supported (a new top-level call drops the caches the other
+thread's call left, as above, and both add into the same ``.grad``). A child forked from a threaded
+process has the state of the forking thread only, which matches the stack it goes on running; the
+other threads' passes are gone with those threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
+import threading
 import weakref
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
@@ -34,20 +48,50 @@ import numpy as np
 
 from .. import _trace
 
-__all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList"]
+__all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList", "replaying_backward_pass"]
 
 
-class _TAPE:
-    """The pass running now. A pass is tagged ``(call number, weakref to its top-level module)``."""
-    calls = 0                 # top-level forwards so far: numbers the passes
-    forward_tag = None        # the running forward pass's tag (None: no forward running)
-    backward_depth = 0        # how deeply backwards are nested (0: none running)
-    backward_tag = None       # the pass the running top-level backward consumes
+class _Tape(threading.local):
+    """The pass running now *in this thread* (one instance, ``_TAPE``; each thread sees its own
+    attributes). A pass is tagged ``(call number, weakref to its top-level module)``."""
+
+    def __init__(self):                 # run once in each thread that touches _TAPE
+        self.forward_tag = None         # the running forward pass's tag (None: no forward running)
+        self.backward_depth = 0         # how deeply backwards are nested (0: none running)
+        self.backward_tag = None        # the pass the running top-level backward consumes
+
+
+_TAPE = _Tape()
+_CALLS = itertools.count(1)   # numbers the passes, process-wide (one C call: no two threads draw the same)
 
 
 def _new_tag(module):
-    _TAPE.calls += 1
-    return (_TAPE.calls, weakref.ref(module))
+    return (next(_CALLS), weakref.ref(module))
+
+
+@contextlib.contextmanager
+def replaying_backward_pass():
+    """Run a forward again inside a backward: activation checkpointing's recomputation
+    (:func:`numpy_transformer.nn.recompute.backward_layer`).
+
+    While the block runs, in the calling thread, forwards are tagged with the pass that the running
+    top-level backward consumes (so the backwards nested in that backward take exactly the caches the
+    replay leaves), and no trace records anything (``nt.trace`` saw the first forward already).
+    Outside any backward, the forwards start their own pass as usual. Other threads are not affected.
+
+    Yields
+    ------
+    None
+    """
+    tape = _TAPE
+    forward_tag = tape.forward_tag
+    if tape.backward_tag is not None:
+        tape.forward_tag = tape.backward_tag
+    try:
+        with _trace.suspended():
+            yield
+    finally:
+        tape.forward_tag = forward_tag
 
 
 class Parameter:
@@ -113,11 +157,13 @@ class Module:
         if forward is not None and not getattr(forward, "_counted", False):
             @functools.wraps(forward)
             def counted_forward(self, *args, **kw):
-                top = _TAPE.forward_tag is None
+                tape = _TAPE                                 # this thread's
+                tag = tape.forward_tag
+                top = tag is None
                 if top:
-                    _TAPE.forward_tag = _new_tag(self)       # a top-level forward: a new pass
-                self._drop_stale(_TAPE.forward_tag)
-                object.__setattr__(self, "_last_tag", _TAPE.forward_tag)
+                    tag = tape.forward_tag = _new_tag(self)  # a top-level forward: a new pass
+                self._drop_stale(tag)
+                object.__setattr__(self, "_last_tag", tag)
                 pending = len(self._caches)
                 try:
                     return forward(self, *args, **kw)
@@ -126,7 +172,7 @@ class Module:
                     raise
                 finally:
                     if top:
-                        _TAPE.forward_tag = None
+                        tape.forward_tag = None
             counted_forward._counted = True
             cls.forward = counted_forward
         backward = cls.__dict__.get("backward")
@@ -134,9 +180,11 @@ class Module:
             @functools.wraps(backward)
             def traced_backward(self, *args, **kw):
                 caches = list(self._caches)
-                if _TAPE.backward_depth == 0:            # a top-level backward: which pass it consumes
-                    _TAPE.backward_tag = caches[-1][0] if caches else self._last_tag
-                _TAPE.backward_depth += 1
+                tape = _TAPE                             # this thread's
+                depth = tape.backward_depth
+                if depth == 0:                           # a top-level backward: which pass it consumes
+                    tape.backward_tag = caches[-1][0] if caches else self._last_tag
+                tape.backward_depth = depth + 1
                 try:
                     grad = backward(self, *args, **kw)
                 except Exception as exc:
@@ -149,9 +197,9 @@ class Module:
                                      "call them in reverse order of the forwards)")
                     raise
                 finally:
-                    _TAPE.backward_depth -= 1
-                    if _TAPE.backward_depth == 0:
-                        _TAPE.backward_tag = None
+                    tape.backward_depth = depth
+                    if depth == 0:
+                        tape.backward_tag = None
                 if _trace.active():
                     _trace.record_backward(self, grad)
                 return grad

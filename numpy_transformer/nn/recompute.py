@@ -19,8 +19,10 @@ first forward left them.
 
 The cache machinery (nn/module.py): the first forward runs inside the caller's pass as usual and its
 caches are then dropped (those it appended, nothing else). The recomputation runs while the
-caller's backward consumes its pass, and is tagged with that pass, so the layer's backward, nested
-in it, takes exactly the recomputed caches. ``nt.trace`` records the first forward only.
+caller's backward consumes its pass, and is tagged with that pass
+(:func:`~numpy_transformer.nn.module.replaying_backward_pass`), so the layer's backward, nested
+in it, takes exactly the recomputed caches. ``nt.trace`` records the first forward only. That
+bookkeeping is the calling thread's own: a layer recomputed in one thread changes nothing in another.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import _trace
-from .module import _TAPE
+from .module import replaying_backward_pass
 
 __all__ = ["run_layer", "backward_layer", "Saved"]
 
@@ -89,19 +90,16 @@ def backward_layer(layer, saved, dout):
             for m in modules]
     now = [(g, g.bit_generator.state) for g, _ in saved.states]
     counts = [(m, len(m._caches)) for m in modules]
-    forward_tag, active = _TAPE.forward_tag, _trace._ACTIVE
-    if _TAPE.backward_tag is not None:
-        _TAPE.forward_tag = _TAPE.backward_tag      # the recomputed caches belong to the pass being consumed
-    _trace._ACTIVE = None                           # the trace saw this forward already
     try:
-        for g, state in saved.states:
-            g.bit_generator.state = state           # replay the first forward's draws
-        layer(*saved.args, **saved.kwargs)
+        # the recomputed caches belong to the pass being consumed; the trace saw this forward already
+        with replaying_backward_pass():
+            for g, state in saved.states:
+                g.bit_generator.state = state       # replay the first forward's draws
+            layer(*saved.args, **saved.kwargs)
     except BaseException:
         _drop_new_caches(counts)
         raise
     finally:
-        _TAPE.forward_tag, _trace._ACTIVE = forward_tag, active
         for g, state in now:
             g.bit_generator.state = state           # the backward draws nothing
         for m, attrs in kept:

@@ -245,8 +245,9 @@ MODULES = {case.name: case for case in [
                                                                     "add_zero_attn": True})),
                twin=True),
     ModuleCase("TransformerEncoderLayer", _draw_layer, _build_layer,
+               # min_len, min_width: one token (dq = dk = 0) or one ReLU unit (dead for every token) checks nothing
                examples=tuple((f"{act}, {'pre' if nf else 'post'}-LN", {"activation": act, "norm_first": nf,
-                                                                         "mask": mask})
+                                                                         "mask": mask, "min_len": 2, "min_width": 2})
                               for act, nf, mask in (("relu", False, "padding"), ("gelu", False, "none"),
                                                     ("relu", True, "is_causal"), ("gelu", True, "padding"))),
                twin=True),
@@ -280,10 +281,11 @@ MODULES = {case.name: case for case in [
     ModuleCase("TransformerBlock", draw_block, build_block,
                examples=(("Llama-style: RMSNorm, rotary, SwiGLU, GQA, causal",
                           {"num_kv_heads": 1, "rope": True, "ffn": "swiglu", "norm": "rmsnorm", "norm_first": True,
-                           "is_causal": True, "bias_kind": None, "padding": False}),
+                           "is_causal": True, "bias_kind": None, "padding": False, "min_len": 2}),
                          ("post-LN, silu, relative-style bias", {"ffn": "silu", "norm": "layernorm",
                                                                  "norm_first": False, "is_causal": False,
-                                                                 "bias_kind": "shared", "padding": True})),
+                                                                 "bias_kind": "shared", "padding": True,
+                                                                 "min_len": 2})),   # S = 1: dq = dk = 0
                twin=True),
     ModuleCase("TokenEmbedding", _draw_token_embedding,
                lambda cfg: nn.TokenEmbedding(cfg["V"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),

@@ -141,10 +141,12 @@ def _draw_rms_norm(c, dtype, weight=None, dims=None):
     return Draw(inputs, static)
 
 
-def _draw_softmax(c, dtype, axis=None, with_neginf=None):
+def _draw_softmax(c, dtype, axis=None, with_neginf=None, axis_len=None):
     rng = c.rng()
     shape = tuple(c.integers(1, 4) for _ in range(c.integers(1 if axis is None else 3, 4)))
     axis = c.integers(-len(shape), len(shape) - 1) if axis is None else axis
+    if axis_len is not None:                     # the report's rows: a softmax over one element checks nothing
+        shape = shape[:axis % len(shape)] + (axis_len,) + shape[axis % len(shape) + 1:]
     x = _n(rng, shape, dtype, 3.0)
     if c.boolean() if with_neginf is None else with_neginf:
         neg = rng.random(shape) < 0.3            # masked entries, but never a whole slice (torch: NaN)
@@ -246,10 +248,12 @@ def _draw_dropout(c, dtype, p=None):
     return Draw({"x": _n(rng, shape, dtype)}, {"p": p, "mask": rng.random(shape) >= p, "training": True})
 
 
-def _draw_sdpa(c, dtype, mask=None, blocks=None):
+def _draw_sdpa(c, dtype, mask=None, blocks=None, seq=None):
     rng = c.rng()
     lead = c.choice(((), (2,), (2, 3), (1, 2)))
     s, t, dh, dv = c.integers(1, 4), c.integers(1, 5), c.integers(1, 4), c.integers(1, 4)
+    if seq is not None:                          # the report's rows: with T = 1 dquery = dkey = 0, nothing checked
+        s, t = seq
     kinds = SDPA_MASKS if blocks is None else FLASH_MASKS   # only the tiled path takes a mask with is_causal
     attn_mask, is_causal = sdpa_mask(c.choice(kinds) if mask is None else mask, lead, s, t, dtype, rng)
     static = {"attn_mask": attn_mask, "is_causal": is_causal, "scale": c.choice((None, 0.3))}
@@ -260,9 +264,9 @@ def _draw_sdpa(c, dtype, mask=None, blocks=None):
     return Draw(inputs, static)
 
 
-def _draw_flash(c, dtype, mask=None, blocks=None):
+def _draw_flash(c, dtype, mask=None, blocks=None, seq=None):
     blocks = (c.integers(1, 4), c.integers(1, 4)) if blocks is None else blocks
-    return _draw_sdpa(c, dtype, mask, blocks)
+    return _draw_sdpa(c, dtype, mask, blocks, seq)
 
 
 def _draw_sdpa_gqa(c, dtype, mask=None, blocks=None, kv_heads=None, groups=None, seq=None):
@@ -296,12 +300,12 @@ _SELF_MHA_MASKS = ("none", "is_causal", "causal_bool", "float", "padding", "per_
                    "float+padding", "padding_float")
 
 
-def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=None, zero_attn=None):
+def _draw_mha(c, dtype, mode=None, mask=None, bias=None, packed=None, bias_kv=None, zero_attn=None, t=None):
     rng = c.rng()
     b, s, h, dh = c.integers(1, 3), c.integers(1, 4), c.integers(1, 3), c.integers(1, 4)
     d = h * dh
     mode = c.choice(("self", "cross")) if mode is None else mode
-    t = s if mode == "self" else c.integers(1, 4)
+    t = (s if mode == "self" else c.integers(1, 4)) if t is None else t     # the report's cross rows: T >= 2
     packed = (c.boolean() if mode == "cross" else True) if packed is None else packed
     kdim = c.integers(1, 5) if not packed else d
     vdim = c.integers(1, 5) if not packed else d
@@ -418,7 +422,8 @@ OPS = {case.name: case for case in [
     OpCase("rms_norm", *_pair("rms_norm_forward", "rms_norm_backward", ("x", "weight")), _draw_rms_norm,
            examples=(("", {"weight": True, "dims": 1}), ("2 dims, no weight", {"weight": False, "dims": 2}))),
     OpCase("softmax", *_pair("softmax_forward", "softmax_backward", ("x",)), _draw_softmax,
-           examples=(("axis=-1", {"axis": -1, "with_neginf": False}), ("axis=1", {"axis": 1, "with_neginf": True}))),
+           examples=(("axis=-1", {"axis": -1, "with_neginf": False}), ("axis=1", {"axis": 1, "with_neginf": True,
+                                                                                       "axis_len": 3}))),
     OpCase("cross_entropy", *_pair("cross_entropy_forward", "cross_entropy_backward", ("input",)),
            _draw_cross_entropy, nondiff=("target",),
            examples=(("(N, C), index targets", {"layout": "NC", "target": "index", "weight": False,
@@ -457,7 +462,7 @@ OPS = {case.name: case for case in [
            short="sdpa gqa"),
     OpCase("flash_attention", *_pair("flash_attention_forward", "flash_attention_backward", _SDPA), _draw_flash,
            examples=(("tiles 2x3, causal + bool mask", {"mask": "causal+bool", "blocks": (2, 3)}),
-                     ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2)}))),
+                     ("tiles 2x2, float mask", {"mask": "float", "blocks": (2, 2), "seq": (3, 4)}))),
     OpCase("relative_position_bias", *_pair("relative_position_bias_forward", "relative_position_bias_backward",
                                             ("weight",)), _draw_relative_position_bias, nondiff=("buckets",),
            examples=(("bidirectional, S=3, T=5", {"bidirectional": True, "s": 3, "t": 5}),
@@ -471,7 +476,7 @@ OPS = {case.name: case for case in [
            examples=(("self-attention, bool masks", {"mode": "self", "mask": "causal_bool+padding", "bias": True,
                                                      "bias_kv": False, "zero_attn": False}),
                      ("cross, bool masks", {"mode": "cross", "mask": "per_head+padding", "packed": True,
-                                            "bias_kv": False, "zero_attn": False}),
+                                            "bias_kv": False, "zero_attn": False, "t": 3}),
                      ("kdim, vdim, float mask", {"mode": "cross", "mask": "float", "packed": False,
                                                  "bias_kv": False, "zero_attn": False}),
                      ("causal, no bias", {"mode": "self", "mask": "is_causal", "bias": False, "bias_kv": False,

@@ -49,6 +49,7 @@ from typing import Optional
 import numpy as np
 
 from ._types import MISSING, Case, Exercise, Mistake, _desc, _Missing, _shape
+from ._upstream import replace_upstream
 
 # --------------------------------------------------------------------------------------------------
 # registry: one import per exercise module, in `drill list` order
@@ -127,6 +128,8 @@ def get(name) -> Optional[Exercise]:
 
 
 def draw_case(exercise, seed, i):
-    """Case ``i`` of ``exercise`` for ``seed``: deterministic, independent of the other cases."""
+    """Case ``i`` of ``exercise`` for ``seed``: deterministic, independent of the other cases; its upstream
+    gradients (``dy``, ``dout``, ``dbias``) come from a stream of their own (:mod:`._upstream`)."""
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(i), len(exercise.name)])
-    return exercise.draw(rng, i)
+    # the upstream gradient from a stream of its own, never parallel to an input (see _upstream.py)
+    return replace_upstream(exercise.draw(rng, i), seed, i, exercise.name)

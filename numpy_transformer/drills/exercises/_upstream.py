@@ -1,0 +1,74 @@
+"""The upstream gradients of the drills' cases (``dy``, ``dout``, ``dbias``), from a stream of their own.
+
+An exercise's ``draw`` draws its inputs and an upstream gradient from one generator; :func:`replace_upstream`
+then replaces every upstream array by :func:`upstream_gradient`, drawn from a ``SeedSequence`` with a fixed
+spawn key of its own. No ``default_rng(seed)`` a user or a case draws from has that spawn key, so the
+upstream gradient cannot coincide with the data it multiplies, and one that comes out parallel to an input
+of the same shape (cosine +-1: a backward that used the input where it should use the gradient would pass)
+is drawn again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: the inputs that hold an upstream gradient, in the order of their sub-stream
+UPSTREAM = ("dy", "dout", "dbias")
+
+#: the spawn key of the upstream stream ("drill-dout" as a number): no generator made from a seed has it
+SPAWN_KEY = 0x6472696C6C2D64
+
+_COSINE = 1.0 - 1e-6
+_REDRAWS = 16
+
+
+def parallel(a, b):
+    """True when the arrays ``a`` and ``b`` (same shape) are parallel or anti-parallel (cosine +-1)."""
+    a, b = np.ravel(np.asarray(a, dtype=np.float64)), np.ravel(np.asarray(b, dtype=np.float64))
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 or nb == 0.0:
+        return na == nb
+    return abs(float(a @ b)) / (na * nb) >= _COSINE
+
+
+def upstream_gradient(seed, index, name, slot, shape, inputs):
+    """The upstream gradient of shape ``shape`` for case ``index`` of exercise ``name``.
+
+    Parameters
+    ----------
+    seed, index : int
+        The case's seed and index (``draw_case``'s).
+    name : str
+        The exercise's name.
+    slot : int
+        The position of the input in :data:`UPSTREAM` (each upstream input has its own sub-stream).
+    shape : tuple of int
+    inputs : dict
+        The case's inputs: the gradient is drawn again while it is parallel to one of the same shape
+        (arrays of fewer than two elements are always parallel and are not compared).
+
+    Returns
+    -------
+    ndarray of float64
+    """
+    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFF, int(index), len(name), *name.encode()],
+                                spawn_key=(SPAWN_KEY, int(slot)))
+    rng = np.random.default_rng(ss)
+    others = [v for v in inputs.values() if isinstance(v, np.ndarray) and v.shape == tuple(shape)
+              and v.dtype.kind == "f"]
+    g = rng.standard_normal(shape)
+    for _ in range(_REDRAWS):
+        if g.size < 2 or not any(parallel(g, v) for v in others):
+            break
+        g = rng.standard_normal(shape)
+    return g
+
+
+def replace_upstream(case, seed, index, name):
+    """Replace ``case``'s upstream arrays (float arrays under the :data:`UPSTREAM` names) in place."""
+    for slot, key in enumerate(UPSTREAM):
+        up = case.inputs.get(key)
+        if isinstance(up, np.ndarray) and up.dtype.kind == "f":
+            others = {k: v for k, v in case.inputs.items() if k != key}
+            case.inputs[key] = upstream_gradient(seed, index, name, slot, up.shape, others).astype(up.dtype)
+    return case
