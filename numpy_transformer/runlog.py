@@ -14,6 +14,12 @@ Each line has a ``kind`` and a ``step`` (the number of optimisation steps done w
     {"kind": "resume", "step": 400, "time": "..."}
     {"kind": "end",    "step": 1000, "wall_seconds": 71.3}
 
+A run that stops early ends with one of (``train``'s messages say the same)::
+
+    {"kind": "interrupted", "step": 512, "time": "...", "signal": "SIGTERM"}
+    {"kind": "diverged",    "step": 57,  "loss": null, "time": "..."}
+    {"kind": "error",       "step": 400, "message": "cannot save the checkpoint ...", "time": "..."}
+
 A ``trace`` line's ``grad_norms`` are each layer's input gradient norm (the residual stream entering
 it) and ``param_grad_norms`` the norm of all its parameter gradients together, from the input side up
 (``plot gradients``).
@@ -34,7 +40,24 @@ import os
 import tempfile
 import time
 
-__all__ = ["RunLog", "read_log", "default_log_path"]
+__all__ = ["RunLog", "read_log", "default_log_path", "LogPathError", "check_log_path"]
+
+
+class LogPathError(OSError):
+    """A log path that must not be written: a symbolic link (never followed), or another run's log."""
+
+
+def check_log_path(path: str | os.PathLike, overwrite: bool = True) -> str:
+    """Raise :class:`LogPathError` when ``path`` is a symbolic link (a log is never written through
+    one: it could point anywhere), or when it exists and ``overwrite`` is false."""
+    path = os.fspath(path)
+    if os.path.islink(path):
+        raise LogPathError(f"the log {path} is a symbolic link (to {os.readlink(path)}); a log is never "
+                           "written through a link: remove it or give another --log path")
+    if not overwrite and os.path.lexists(path):
+        raise LogPathError(f"the log {path} already exists (another run's?); pass --force to replace it, "
+                           "or give another --log path")
+    return path
 
 
 def default_log_path(checkpoint_path):
@@ -80,11 +103,16 @@ class RunLog:
     path : str
     resume_step : int, optional
         Continue an existing log at this step: lines with ``step > resume_step`` are dropped first.
-        None starts a new log (an existing file is replaced).
+        None starts a new log (an existing file is replaced, unless ``overwrite`` is false).
+    overwrite : bool, default True
+        False: refuse (:class:`LogPathError`) to start a new log over an existing file.
+
+    A symbolic link at ``path`` is refused (:class:`LogPathError`), never followed: the file is opened
+    with ``O_NOFOLLOW``.
     """
 
-    def __init__(self, path, resume_step=None):
-        self.path = os.fspath(path)
+    def __init__(self, path: str | os.PathLike, resume_step: int | None = None, overwrite: bool = True):
+        self.path = check_log_path(path, overwrite=overwrite or resume_step is not None)
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
         if resume_step is not None and os.path.exists(self.path):
@@ -94,9 +122,24 @@ class RunLog:
                 for e in kept:
                     f.write(json.dumps(e) + "\n")
             os.replace(tmp, self.path)
-            self._f = open(self.path, "a", encoding="utf-8")
+            self._f = self._open(os.O_APPEND)
+        elif resume_step is not None:
+            self._f = self._open(os.O_APPEND)
         else:
-            self._f = open(self.path, "w", encoding="utf-8")
+            self._f = self._open(os.O_TRUNC if overwrite else os.O_EXCL)
+
+    def _open(self, mode):
+        flags = os.O_WRONLY | os.O_CREAT | mode | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o666)
+        except FileExistsError:
+            check_log_path(self.path, overwrite=False)             # raises, naming the file
+            raise
+        except OSError as exc:
+            if os.path.islink(self.path):                         # planted between the check and the open
+                check_log_path(self.path)
+            raise exc
+        return os.fdopen(fd, "a" if mode == os.O_APPEND else "w", encoding="utf-8")
 
     @staticmethod
     def now():

@@ -19,162 +19,33 @@ checkpoint stores the optimizer state, the batcher's state and every dropout gen
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import signal
-import threading
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_number, check_positive_int, check_probability
 from ._trace import trace as _trace_block
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import Batcher
+from .interrupts import deferred_interrupts
 from .kinds import get_kind
 from .loss import CrossEntropyLoss
-from .gpt import GPT_FFNS, NORMS, POSITIONS
-from .model import ACTIVATIONS, POS_ENCODINGS
-from .optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule, clip_grad_norm_
-from .optim.lr_scheduler import LambdaLR
+from .optim import OPTIMIZERS, clip_grad_norm_
+from .train_config import SCHEDULES, TrainConfig
 
-__all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES"]
-
-SCHEDULES = ("warmup", "constant")
-# every model kind's choices (each kind refuses what it does not support, kinds.ModelKind.check_options)
-ACTIVATION_CHOICES = tuple(dict.fromkeys(ACTIVATIONS + GPT_FFNS))
-POSITION_CHOICES = tuple(dict.fromkeys(POS_ENCODINGS + POSITIONS))
+__all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES", "TrainingDiverged"]
 
 
-@dataclass
-class TrainConfig:
-    """Every setting of a run. The defaults reach >= 99% held-out token accuracy on ``shift`` and
-    ``reverse`` at d_model 128 in a few minutes on a 2-core CPU (see docs/training.md)."""
+class TrainingDiverged(FloatingPointError):
+    """A training step's loss was not finite (nan or inf: the run diverged, e.g. a learning rate far too
+    high), or, with clipping, its gradient norm. ``step`` is the failed step, ``loss`` its loss; the
+    trainer is left after step ``step - 1``, whose weights produced it, so nothing of it should be saved
+    over a good checkpoint (:meth:`Trainer.save` refuses non-finite weights)."""
 
-    # task (None: the model kind's default task, "shift" for the encoder, "reverse" for seq2seq)
-    task: str = None
-    vocab_size: int = 32
-    seq_len: int = 16
-    num_train: int = 20000
-    num_val: int = 1000
-    # model
-    d_model: int = 128
-    nhead: int = 4
-    num_layers: int = 2
-    dim_feedforward: int = 512
-    dropout: float = 0.1
-    activation: str = "relu"
-    norm_first: bool = False
-    pos_encoding: str = "sinusoidal"
-    norm: str = "layernorm"       # gpt only: "rmsnorm"
-    num_kv_heads: int = None      # gpt only: grouped-query attention's key/value heads (None: nhead)
-    dtype: str = "float32"
-    # optimisation
-    optimizer: str = "adam"
-    lr: float = 1e-3              # constant schedule: the lr; warmup schedule: the peak lr (at step == warmup)
-    schedule: str = "warmup"
-    warmup: int = 200
-    betas: tuple = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    momentum: float = 0.9
-    clip: float = 1.0
-    label_smoothing: float = 0.0
-    batch_size: int = 32
-    steps: int = 1000
-    seed: int = 0
-    # which model: "encoder" (TransformerModel), "seq2seq" (Seq2SeqModel) or "gpt" (GPT, on addition);
-    # see numpy_transformer.kinds
-    model: str = "encoder"
-    digits: int = 3               # gpt's addition: digits per operand (numpy_transformer.tasks_lm)
-    # activation checkpointing (model.checkpoint, numpy_transformer.nn.recompute): less memory, one more
-    # forward per layer, the same run bit for bit
-    checkpoint_activations: bool = False
-
-    # what a resumed run must share with its checkpoint (everything but the step budget and what changes no result)
-    RESUME_FREE = ("steps", "checkpoint_activations")
-
-    def __post_init__(self):
-        if isinstance(self.betas, (str, bytes)) or not hasattr(self.betas, "__len__") or len(self.betas) != 2:
-            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
-        self.betas = tuple(check_number(b, f"betas[{i}]", 0, 1, high_open=True) for i, b in enumerate(self.betas))
-        kind = get_kind(self.model)
-        if self.task is None:
-            self.task = kind.default_task
-        kind.check_task(self.task)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.activation not in ACTIVATION_CHOICES:
-            raise ValueError(f"activation must be one of {ACTIVATION_CHOICES}, got {self.activation!r}")
-        if self.pos_encoding not in POSITION_CHOICES:
-            raise ValueError(f"pos_encoding must be one of {POSITION_CHOICES}, got {self.pos_encoding!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        if self.num_kv_heads is not None:
-            check_positive_int(self.num_kv_heads, "num_kv_heads")
-        kind.check_options(self)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.dtype not in ("float32", "float64"):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        for name in ("vocab_size", "seq_len", "num_train", "num_val", "d_model", "nhead", "num_layers",
-                     "dim_feedforward", "warmup", "batch_size", "digits"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
-                raise ValueError(f"{name} must be a positive int, got {v!r}")
-        for name in ("steps", "seed"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-        if not isinstance(self.checkpoint_activations, (bool, np.bool_)):
-            raise ValueError(f"checkpoint_activations must be True or False, got {self.checkpoint_activations!r}")
-        check_number(self.lr, "lr", low=0, low_open=True)
-        check_number(self.clip, "clip (0 = no clipping)", low=0)
-        check_probability(self.dropout, "dropout")
-        check_number(self.label_smoothing, "label_smoothing", 0, 1)
-        for name in ("eps", "weight_decay", "momentum"):
-            check_number(getattr(self, name), name, low=0)
-
-    def to_dict(self):
-        d = dataclasses.asdict(self)
-        d["betas"] = list(self.betas)
-        return d
-
-    @classmethod
-    def from_dict(cls, d):
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise CheckpointError(f"unknown configuration keys {unknown} (a checkpoint from another version?)")
-        return cls(**d)
-
-    def model_kwargs(self):
-        """The encoder's ``TransformerModel`` arguments (the seq2seq model's: ``kinds.Seq2SeqKind``)."""
-        return dict(vocab_size=self.vocab_size, d_model=self.d_model, nhead=self.nhead,
-                    num_layers=self.num_layers, dim_feedforward=self.dim_feedforward, dropout=self.dropout,
-                    max_len=self.seq_len, activation=self.activation, norm_first=self.norm_first,
-                    pos_encoding=self.pos_encoding, dtype=np.dtype(self.dtype))
-
-    def optimizer_kwargs(self):
-        """Keyword arguments shared by ``nt.optim`` and ``torch.optim``. The base ``lr`` is 1.0: the
-        scheduler (:meth:`make_scheduler`) multiplies it by the schedule's value, which is the lr."""
-        if self.optimizer == "sgd":
-            return dict(lr=1.0, momentum=self.momentum, weight_decay=self.weight_decay)
-        return dict(lr=1.0, betas=tuple(self.betas), eps=self.eps, weight_decay=self.weight_decay)
-
-    def make_scheduler(self, optimizer, last_epoch=-1):
-        """``LambdaLR(optimizer, lambda epoch: schedule(epoch + 1))``: with the base lr 1.0 of
-        :meth:`optimizer_kwargs`, step ``s`` (from 1) runs at exactly ``make_schedule()(s)``."""
-        schedule = self.make_schedule()
-        return LambdaLR(optimizer, lambda epoch: schedule(epoch + 1), last_epoch=last_epoch)
-
-    def make_schedule(self):
-        """The learning rate of each step as a function ``step -> lr`` (step counts from 1)."""
-        if self.schedule == "constant":
-            return ConstantSchedule(self.lr)
-        # scale the paper's formula so that its peak (at step == warmup) is ``lr``
-        factor = self.lr * (self.d_model * self.warmup) ** 0.5
-        return WarmupInverseSqrtSchedule(self.d_model, self.warmup, factor)
+    def __init__(self, step: int, loss: float | None, what: str | None = None):
+        super().__init__(f"training diverged: {what or f'the loss of step {step} is {loss}'}")
+        self.step, self.loss = step, loss
 
 
 @dataclass
@@ -258,6 +129,7 @@ class Trainer:
                                seed=np.random.default_rng(seeds[1]))
         self.step = 0
         self.callbacks = []
+        self.run_settings = {}          # what the `train` command stored with the checkpoint (resume)
 
     def add_callback(self, callback):
         """Call ``callback.on_step(trainer, (src, tgt), result)`` after every step; returns ``callback``."""
@@ -283,13 +155,17 @@ class Trainer:
                 logits, target = self.kind.logits(self.model, src, tgt)           # (B, S, V), (B, S)
                 v = logits.shape[-1]                      # torch's layout: one (N, V) row per position
                 loss = float(self.criterion(logits.reshape(-1, v), target.reshape(-1)))
+                if not math.isfinite(loss):                # diverged: no update from a nan/inf loss
+                    raise TrainingDiverged(self.step, loss)
                 self.model.backward(self.criterion.backward().reshape(logits.shape))
+            grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
+            if self.config.clip and not math.isfinite(grad_norm):     # clipping would spread it to every weight
+                raise TrainingDiverged(self.step, loss, f"the gradient norm of step {self.step} is {grad_norm}")
         except BaseException:
             self._rollback(undo)
             raise
         self._in_update = True                  # Ctrl-C waits (see train): weights change from here on
         try:
-            grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
             self.optimizer.step()
             self.scheduler.step()
         except BaseException:
@@ -307,46 +183,25 @@ class Trainer:
         """Train until ``steps`` total steps (default ``config.steps``); ``callback(StepResult)`` after each.
 
         ``trace_every=N`` traces every step whose number is a multiple of N (see :meth:`train_step`).
+        A step whose loss is not finite raises :class:`TrainingDiverged` with the trainer left after
+        the step before (nothing of the failed step applied).
         """
         target = self.config.steps if steps is None else steps
-        with self._interrupt_between_steps():
+        # Ctrl-C, SIGTERM, SIGHUP (when they raise KeyboardInterrupt, as in `train`) wait for the step
+        # to end, so the trainer they surface from is consistent: save + resume continue it exactly. A
+        # second one raises at once, except inside the optimizer update; a step cut short before its
+        # update is undone (train_step). See numpy_transformer.interrupts.
+        with deferred_interrupts(busy=lambda: self._in_update) as interrupt:
             while self.step < target:
                 r = self.train_step(trace=bool(trace_every) and (self.step + 1) % trace_every == 0)
                 if callback is not None:
                     callback(r)
-                if self._interrupt_requested:
-                    raise KeyboardInterrupt(f"interrupted after step {self.step}")
+                interrupt.check(self.step)
         return self
 
     # -- interruption ----------------------------------------------------------------------------------
-    _interrupt_requested = False
     _in_update = False
     _broken = None
-
-    @contextlib.contextmanager
-    def _interrupt_between_steps(self):
-        """While :meth:`train` runs (in the main thread, with Python's default SIGINT handler), Ctrl-C is
-        noted and raised as KeyboardInterrupt after the current step, so the trainer it surfaces from is
-        always in a consistent state that :meth:`save` + :meth:`resume` continue exactly. A second Ctrl-C
-        raises at once, except inside the optimizer update; a step cut short before its update is undone
-        (:meth:`train_step`)."""
-        self._interrupt_requested = False
-        if (threading.current_thread() is not threading.main_thread()
-                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-            yield
-            return
-
-        def on_sigint(signum, frame):
-            if self._interrupt_requested and not self._in_update:
-                raise KeyboardInterrupt(f"interrupted during step {self.step + 1}")
-            self._interrupt_requested = True
-
-        previous = signal.signal(signal.SIGINT, on_sigint)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            self._interrupt_requested = False
 
     def _undo_point(self):
         """What a step changes before its update: step count, batcher and dropout generator states."""
@@ -378,16 +233,22 @@ class Trainer:
                                   max_examples=max_examples, batch_size=batch_size)
 
     # -- checkpoints --------------------------------------------------------------------------------
-    def save(self, path):
-        """Write a checkpoint that :meth:`resume` continues exactly."""
+    def save(self, path, run: dict | None = None):
+        """Write a checkpoint that :meth:`resume` continues exactly; ``run`` (a JSON-able dict: the
+        ``train`` command's own settings, such as ``eval_every``) is stored for the resumed run
+        (:attr:`run_settings`). Raises RuntimeError after a step broken inside its update, and
+        :class:`TrainingDiverged` when a weight is not finite (never saved over a good checkpoint)."""
         if self._broken:
             raise RuntimeError(f"cannot save a resumable checkpoint: {self._broken}, so the weights are "
                                "half-updated; resume from the previous checkpoint instead")
+        bad = next((name for name, p in self.model.named_parameters() if not np.isfinite(p.data).all()), None)
+        if bad is not None:
+            raise TrainingDiverged(self.step, None, f"the weight {bad} is not finite after step {self.step}")
         gens = {name: g.bit_generator.state for name, g in self.model.generators().items()}
         b = self.batcher.state_dict()
         return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),
                                extra_arrays={"batcher_perm": b["perm"]},
-                               extra_json={"step": self.step, "generators": gens,
+                               extra_json={"step": self.step, "generators": gens, "run": dict(run or {}),
                                            "scheduler": self.scheduler.state_dict(),
                                            "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]}})
 
@@ -437,6 +298,7 @@ class Trainer:
         bstate = dict(ckpt.extra_json["batcher"], perm=ckpt.extra_arrays["batcher_perm"])
         trainer.batcher.load_state_dict(bstate)
         trainer.step = step
+        trainer.run_settings = dict(ckpt.extra_json.get("run") or {})
         return trainer
 
 

@@ -2,6 +2,7 @@
 run continues exactly; ``--trace-every N`` traces every Nth step and reports its health checks."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -121,3 +122,20 @@ def test_trace_every_flags_a_problem(tmp_path, capsys, monkeypatch):
 def test_bad_log_options(capsys, opt, msg):
     assert main(TINY + ["--steps", "1"] + opt) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_plot_out_a_directory_writes_inside_it_and_prints_the_real_path(tmp_path, capsys):
+    """``--out DIR`` writes DIR/training.png (matplotlib alone would write DIR.png); a name without an
+    extension gets .png; the path printed is the file written."""
+    pytest.importorskip("matplotlib")
+    log = tmp_path / "run.jsonl"
+    assert main(TINY + ["--steps", "3", "--log", str(log)]) == 0
+    capsys.readouterr()
+    out_dir = tmp_path / "figures"
+    out_dir.mkdir()
+    for out, written in ((out_dir, out_dir / "training.png"), (tmp_path / "plain", tmp_path / "plain.png"),
+                         (str(tmp_path / "new") + os.sep, tmp_path / "new" / "training.png")):
+        assert main(["plot", "training", str(log), "--out", str(out)]) == 0
+        assert capsys.readouterr().out == f"wrote {written}\n"
+        assert written.is_file() and written.stat().st_size > 0
+    assert not (tmp_path / "figures.png").exists()

@@ -142,9 +142,9 @@ def reader_gone():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
     try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

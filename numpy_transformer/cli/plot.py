@@ -14,11 +14,16 @@
       loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl)
   plot gradients LOG --out gradients.png
       gradient norms by layer over training (vanishing, exploding), from a ``train --trace-every`` log
+
+``--out`` names the file written (``.png`` is added to a name without an extension); an existing
+directory, or a path ending in ``/``, gets the default name inside it (``--out figs`` writes
+``figs/training.png``). The path written is printed: ``wrote figs/training.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -49,7 +54,8 @@ def register(subparsers):
                    "(default 0; negative counts from the end)")
     a.add_argument("--which", metavar="self|cross", help="seq2seq: the decoder's cross-attention (cross, the "
                    "default) or its causal self-attention (self); encoder and gpt: self only")
-    a.add_argument("--out", default="attention.png", help="PNG to write (default attention.png)")
+    a.add_argument("--out", default="attention.png", type=_out_path("attention.png"),
+                   help=OUT_HELP.format("attention.png"))
     a.set_defaults(func=run_attention)
 
     q = sub.add_parser("positional", help="a position scheme: the sinusoidal or a learned table, rotary angles and "
@@ -65,19 +71,35 @@ def register(subparsers):
                    "sinusoidal table of its size)")
     q.add_argument("--dims", type=int, nargs="+", metavar="I", help="dimensions drawn as curves "
                    "(default: 0, 1 and a few slower ones)")
-    q.add_argument("--out", default="positional.png", help="PNG to write (default positional.png)")
+    q.add_argument("--out", default="positional.png", type=_out_path("positional.png"),
+                   help=OUT_HELP.format("positional.png"))
     q.set_defaults(func=run_positional)
 
     t = sub.add_parser("training", help="loss and accuracy curves (train and validation) from a train log")
     t.add_argument("log", help="the JSON-lines log written by train (run.npz -> run.log.jsonl)")
     t.add_argument("--smooth", type=int, metavar="N", help="moving average over N log lines (default ~1/50 of the run)")
-    t.add_argument("--out", default="training.png", help="PNG to write (default training.png)")
+    t.add_argument("--out", default="training.png", type=_out_path("training.png"),
+                   help=OUT_HELP.format("training.png"))
     t.set_defaults(func=run_training)
 
     g = sub.add_parser("gradients", help="gradient norms by layer over training, from a train --trace-every log")
     g.add_argument("log", help="the JSON-lines log written by train --trace-every N (run.npz -> run.log.jsonl)")
-    g.add_argument("--out", default="gradients.png", help="PNG to write (default gradients.png)")
+    g.add_argument("--out", default="gradients.png", type=_out_path("gradients.png"),
+                   help=OUT_HELP.format("gradients.png"))
     g.set_defaults(func=run_gradients)
+
+
+OUT_HELP = ("file to write (default {0}; .png is added to a name without an extension; an existing directory, or "
+            "a path ending in /, gets {0} inside it); the path written is printed")
+
+
+def _out_path(default_name):
+    """The ``--out`` argparse type: the path the figure will be written to, as printed after it is."""
+    def out_path(value):
+        if value.endswith(("/", os.sep)) or os.path.isdir(value):
+            return os.path.join(value, default_name)
+        return value if os.path.splitext(value)[1] else value + ".png"       # what matplotlib would write
+    return out_path
 
 
 def _error(msg):
@@ -211,7 +233,7 @@ def _seq2seq_input(args, ckpt, model):
     from .. import tasks_seq2seq as s2s
     from ..kinds import get_kind
     from ..training import checkpoint_config
-    from .train import _parse_source
+    from .train_use import _parse_source
     c = checkpoint_config(ckpt)
     kind = get_kind("seq2seq")
     data = kind.make_data(c)

@@ -1,0 +1,179 @@
+"""``predict`` and ``evaluate``: use a checkpoint written by ``train`` (registered by ``cli.train``)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .._text import WIDTH, fit
+from ..checkpoint import load_checkpoint
+from ..data import EOS, FIRST_TOKEN, PAD
+from ..training import checkpoint_config
+from . import parse_tokens
+
+
+def register(subparsers):
+    p = subparsers.add_parser("predict", help="run a trained checkpoint on token sequences")
+    p.add_argument("checkpoint", help="a .npz written by train --save")
+    p.add_argument("--tokens", action="append", metavar="IDS",
+                   help='a source sequence of the length the model was trained on, e.g. --tokens "5 9 3 7 ..." '
+                        '(seq2seq: 1 to --seq-len content ids; gpt: an addition such as "123+456"); repeatable; '
+                        'default: --random 5')
+    p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
+    p.set_defaults(func=run_predict)
+
+    p = subparsers.add_parser("evaluate", help="loss and accuracy of a checkpoint on its task")
+    p.add_argument("checkpoint", help="a .npz written by train --save")
+    p.add_argument("--split", choices=["val", "train"], default="val", help="held-out (default) or training set")
+    p.add_argument("--num", type=int, help="evaluate only the first N examples")
+    p.set_defaults(func=run_evaluate)
+
+
+def _error(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _load(path):
+    ckpt = load_checkpoint(path)
+    config = checkpoint_config(ckpt)
+    return ckpt, config, ckpt.build_model()
+
+
+def run_predict(args):
+    try:
+        ckpt, c, model = _load(args.checkpoint)
+        if c.model == "seq2seq":
+            return _predict_seq2seq(args, c, model)
+        if c.model == "gpt":
+            return _predict_gpt(args, c, model)
+        from ..data import make_targets, make_task
+        if args.tokens:
+            src = np.array([parse_tokens(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
+        else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
+            n = args.random or 5
+            src = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src[:n]
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _error(str(exc))
+    model.eval()
+    pred = model(src).argmax(-1)
+    tgt = make_targets(c.task, src)
+    print(fit(f"task {c.task}, {c.seq_len} tokens per sequence; ids: {PAD} = PAD, {EOS} = EOS (end of sequence), "
+              f"{FIRST_TOKEN}..{c.vocab_size - 1} content"
+              + ("; shift's last target is EOS (nothing follows the last token)" if c.task == "shift" else "")))
+    width = 1 + len(str(c.vocab_size - 1))
+    per_line = max(1, (WIDTH - 13) // width)                  # long sequences: blocks of positions, 100 columns
+    fmt = lambda ids: "".join(f"{int(i):>{width}}" for i in ids)          # noqa: E731
+    for n, (s, p, t) in enumerate(zip(src, pred, tgt), 1):
+        wrong = p != t
+        print(f"\nexample {n}: " + (f"{int(wrong.sum())} of {len(t)} tokens wrong (marked ^)" if wrong.any()
+                                     else "correct"))
+        for a in range(0, len(t), per_line):
+            b = min(a + per_line, len(t))
+            if len(t) > per_line:
+                print(f"  positions {a}-{b - 1}")
+            print(f"  source     {fmt(s[a:b])}")
+            print(f"  predicted  {fmt(p[a:b])}")
+            if wrong.any():
+                print(f"  expected   {fmt(t[a:b])}")
+                marks = "".join(f"{m:>{width}}" for m in np.where(wrong[a:b], "^", " "))
+                if marks.strip():
+                    print(f"             {marks}")
+    return 0
+
+
+def _parse_source(text, seq_len, vocab_size):
+    """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
+    from ..tasks_seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
+    try:
+        ids = [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"--tokens must be integers separated by spaces, got {text!r}") from None
+    if not 1 <= len(ids) <= seq_len:
+        raise ValueError(f"--tokens: the model reads sources of 1 to {seq_len} tokens; got {len(ids)} in {text!r}")
+    bad = [i for i in ids if not FIRST <= i < vocab_size]
+    if bad:
+        raise ValueError(f"--tokens: source ids must lie in [{FIRST}, {vocab_size}) (0, 1, 2 are PAD, EOS, BOS), "
+                         f"got {bad[0]}")
+    return ids + [PAD_ID] * (seq_len - len(ids))
+
+
+def _predict_seq2seq(args, c, model):
+    from ..kinds import get_kind
+    from ..tasks_seq2seq import BOS as BOS_ID, strip_target, target_for
+    kind = get_kind(c.model)
+    try:
+        data = kind.make_data(c)
+        if args.tokens:
+            src = np.array([_parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
+        else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
+            src = data.val_src[:args.random or 5]
+    except (ValueError, TypeError) as exc:
+        return _error(str(exc))
+    model.eval()
+    gen = kind.predict(model, src, data)                                     # (N, tgt_len)
+    print(fit(f"task {c.task} (seq2seq, greedy decoding): sources of 1..{c.seq_len} tokens; ids: {PAD} = PAD, "
+              f"{EOS} = EOS, {BOS_ID} = BOS (the decoder's first input), {BOS_ID + 1}.. content"))
+    fmt = lambda ids: " ".join(str(int(i)) for i in ids) or "(empty)"     # noqa: E731
+    for n, (s, g) in enumerate(zip(src, gen), 1):
+        want = target_for(c.task, s, c.vocab_size)
+        got = strip_target(g)
+        ended = bool((g == EOS).any())
+        verdict = ("not a sentence of the task's grammar: no expected answer" if want is None
+                   else "correct" if got == want and ended else "wrong")
+        print(f"\nexample {n}: {verdict}")
+        print(f"  source     {fmt(s[s != PAD])}")
+        print(f"  generated  {fmt(got)}" + ("" if ended else f"  (no EOS within {len(g)} tokens)"))
+        if want is not None and verdict != "correct":
+            print(f"  expected   {fmt(want)}")
+    return 0
+
+
+def _predict_gpt(args, c, model):
+    from ..kinds import get_kind
+    from .. import tasks_lm as lm
+    kind = get_kind(c.model)
+    try:
+        data = kind.make_data(c)
+        if args.tokens:
+            ab = np.array([lm.parse_expression(text, c.digits) for text in args.tokens], dtype=np.int64)
+        else:
+            if args.random is not None and args.random <= 0:
+                raise ValueError(f"--random must be a positive number of examples, got {args.random}")
+            ab = data.val_ab[:args.random or 5]
+    except (ValueError, TypeError) as exc:
+        return _error(str(exc))
+    model.eval()
+    prompts = lm.encode_prompt(ab[:, 0], ab[:, 1], c.digits)
+    gen = kind.predict(model, prompts, data)                                 # (N, digits + 2)
+    print(fit(f"task {c.task} (gpt, greedy decoding through the KV cache): the answer is generated "
+              f"least-significant digit first and read back reversed; $ = EOS"))
+    for n, ((a, b), p, g) in enumerate(zip(ab.tolist(), prompts, gen), 1):
+        want = a + b
+        got = lm.decode_answer(g)
+        print(f"\nexample {n}: " + ("correct" if got == want else "wrong"))
+        print(f"  prompt     {lm.to_text(p)}")
+        print(f"  generated  {lm.to_text(g).rstrip('_')}  (reads {'nothing: not digits then EOS' if got is None else got})")
+        print(f"  expected   {lm.to_text(lm.encode_answer(want, c.digits)[0])}  ({want})")
+    return 0
+
+
+def run_evaluate(args):
+    try:
+        ckpt, c, model = _load(args.checkpoint)
+        from ..kinds import get_kind
+        kind = get_kind(c.model)
+        data = kind.make_data(c)
+        if args.num is not None and args.num <= 0:
+            raise ValueError(f"--num must be positive, got {args.num}")
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _error(str(exc))
+    step = ckpt.extra_json.get("step", "?")
+    ev = kind.evaluate(model, *data.split(args.split), max_examples=args.num)
+    print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}"))
+    return 0
