@@ -108,17 +108,26 @@ def quoted(cell: str) -> Quoted:
 
 def milestones(cell: str, steps: int, every: int) -> dict[int, Quoted]:
     """Every step at which a cell quotes a figure: its bold figure at the last step ``steps``, and what
-    its parenthesis adds: ``(98.9% at step 1000)``, ``(already at step 500)`` (the bold figure then),
+    its parenthesis adds (parts separated by ``;``): ``(98.9% at step 1000)``, ``(already at step 500)`` (the bold figure then),
     ``(from step 400 on)`` (the bold figure at every evaluation, each ``every`` steps, from 400 on)."""
     final = quoted(cell)
     out = {steps: final}
-    for m in re.finditer(rf"\(({_INTERVAL})% at step (\d+)\)", cell):
+    for m in re.finditer(rf"[(;]\s*({_INTERVAL})% at step (\d+)\s*[;)]", cell):
         out[int(m.group(6))] = _interval(m.group(1))
     for m in re.finditer(r"already at step (\d+)", cell):
         out[int(m.group(1))] = final
     for m in re.finditer(r"from step (\d+) on", cell):
         out.update({s: final for s in range(int(m.group(1)), steps + 1, every)})
     return dict(sorted(out.items()))
+
+
+def over_seeds(cell: str) -> tuple[list[int], Quoted] | None:
+    """What a cell claims of other seeds than the command's: ``(99.6–100.00% over seeds 0–4)`` ->
+    ([0, 1, 2, 3, 4], that interval); None when it claims nothing."""
+    m = re.search(r"[(;]\s*([^();%]*)% over seeds (\d+)[–-](\d+)\s*[;)]", cell)
+    if m is None:
+        return None
+    return list(range(int(m.group(2)), int(m.group(3)) + 1)), _interval(m.group(1))
 
 
 def evaluations(trainer, at_steps) -> dict:

@@ -230,7 +230,8 @@ def test_default_configuration_reaches_99_percent(task):
     for step, claim in claims.items():
         assert claim.holds(100 * evs[step].token_accuracy), (step, evs[step], quoted)
     assert _readme.quoted(doc["held-out token acc"]).holds(100 * ev.token_accuracy), (ev, doc)
-    assert _readme.quoted(doc["sequence acc"]).holds(100 * ev.sequence_accuracy), (ev, doc)
+    if re.search(r"\d", doc["sequence acc"]):                         # sort's is not quoted: "—"
+        assert _readme.quoted(doc["sequence acc"]).holds(100 * ev.sequence_accuracy), (ev, doc)
 
 
 def test_train_a_long_sequence_from_the_command_line(capsys):
