@@ -122,9 +122,11 @@ def milestones(cell: str, steps: int, every: int) -> dict[int, Quoted]:
 
 
 def over_seeds(cell: str) -> tuple[list[int], Quoted] | None:
-    """What a cell claims of other seeds than the command's: ``(99.6–100.00% over seeds 0–4)`` ->
-    ([0, 1, 2, 3, 4], that interval); None when it claims nothing."""
-    m = re.search(r"[(;]\s*([^();%]*)% over seeds (\d+)[–-](\d+)\s*[;)]", cell)
+    """What a cell claims of other seeds than the command's: ``**99.6–100.00%** over seeds 0–4`` (the
+    bold figure, for each of them) or ``(99.6–100.00% over seeds 0–4)`` -> ([0, 1, 2, 3, 4], that
+    interval); None when it claims nothing."""
+    m = (re.search(r"\*\*([^*%]*)%\*\* over seeds (\d+)[–-](\d+)", cell)
+         or re.search(r"[(;]\s*([^();%]*)% over seeds (\d+)[–-](\d+)\s*[;)]", cell))
     if m is None:
         return None
     return list(range(int(m.group(2)), int(m.group(3)) + 1)), _interval(m.group(1))
