@@ -108,7 +108,8 @@ def quoted(cell: str) -> Quoted:
 
 def milestones(cell: str, steps: int, every: int) -> dict[int, Quoted]:
     """Every step at which a cell quotes a figure: its bold figure at the last step ``steps``, and what
-    its parenthesis adds (parts separated by ``;``): ``(98.9% at step 1000)``, ``(already at step 500)`` (the bold figure then),
+    its parenthesis adds (parts separated by ``;``): ``(98.9% at step 1000)``, ``(already at step 500)``
+    (the bold figure then),
     ``(from step 400 on)`` (the bold figure at every evaluation, each ``every`` steps, from 400 on)."""
     final = quoted(cell)
     out = {steps: final}

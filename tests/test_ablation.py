@@ -137,8 +137,8 @@ def test_the_readme_ablation_table_is_what_its_command_prints(capsys):
     printed = capsys.readouterr().out.splitlines()
     start = next(i for i, line in enumerate(printed) if line.startswith("variant "))
     columns = re.split(r"\s{2,}", printed[start].strip())
-    measured = {r[0]: dict(zip(columns, r)) for r in (re.split(r"\s{2,}", line.strip()) for line in printed[start + 2:])
-                if len(r) == len(columns)}
+    cells = (re.split(r"\s{2,}", line.strip()) for line in printed[start + 2:])
+    measured = {r[0]: dict(zip(columns, r)) for r in cells if len(r) == len(columns)}
     quoted = _readme.table("variant | params")
     assert [q["variant"].split(" (")[0] for q in quoted] == list(measured) == ns.variants.split(",")
     for q in quoted:

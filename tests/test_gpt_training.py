@@ -205,7 +205,7 @@ def _readme_trainer():
     config = _readme.config_of(_readme.train_command("--model", "gpt"))
     trainer = Trainer(config)
     assert config.steps == int(quoted["steps"]) and (config.seed, config.dtype) == (0, "float32")
-    assert (config.num_train, config.num_val, config.digits) == (20000, 1000, 3)      # "3 + 3 digits (20000 / 1000 pairs)"
+    assert (config.num_train, config.num_val, config.digits) == (20000, 1000, 3)    # "3 + 3 digits (20000 / 1000 ..."
     assert config.pos_encoding == "learned" and "learned positions" in quoted["model"]
     assert f"{trainer.model.num_parameters():,} parameters" in quoted["model"]
     return trainer, quoted
