@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
+import _readme
 import numpy_transformer as nt
 from numpy_transformer.training import TrainConfig, Trainer
 
@@ -52,3 +54,22 @@ def test_warmup_cosine_recipe_matches_torch():
         lrs.append(ours.param_groups[0]["lr"])
         ours.step(), ref.step(), ns_ours["sched"].step(), ns_ref["sched"].step()
     assert lrs[0] == 0.1 * 0.01 and max(lrs) == lrs[100] == 0.1 and abs(lrs[-1] - 1e-5) < 1e-6
+
+
+@pytest.mark.slow
+def test_the_lockstep_run_prints_what_the_doc_shows(capsys):
+    """'Watching NumPy and PyTorch agree': the doc's command, run, prints the held-out figures of the
+    output shown there, and every loss agrees to rounding (the doc: ~1e-16; here: below 1e-15), the
+    final weights to the order shown (relative, below 1e-9)."""
+    from numpy_transformer.cli import main
+    argv = _readme.train_command("--dtype", "float64", "--steps", "400", path=DOC)
+    assert "--check-torch" in argv
+    assert main(argv + ["--quiet"]) == 0
+    out = re.sub(r"\s+", " ", capsys.readouterr().out)
+    shown = re.sub(r"\s+", " ", DOC.read_text())
+    held_out = re.search(r"held-out loss [0-9.]+ token acc [0-9.]+% sequence acc [0-9.]+% \(1000 examples\)", shown)
+    assert held_out.group(0) in out, out
+    m = re.search(r"(\d+) lockstep steps; largest loss difference ([0-9.e+-]+) \(relative\); final weights max abs "
+                  r"diff ([0-9.e+-]+), max relative ([0-9.e+-]+)", out)
+    assert m and int(m.group(1)) == 400, out
+    assert float(m.group(2)) < 1e-15 and float(m.group(4)) < 1e-9, out

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import _readme
 from numpy_transformer import GPT
 from numpy_transformer import tasks_lm as lm
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint
@@ -195,16 +196,36 @@ def test_cli_predict_bad_tokens(tmp_path, capsys):
     assert "--tokens: an addition is written A+B with decimal digits, e.g. 111+222" in capsys.readouterr().err
 
 
-# -- the README's row: >= 99% held-out exact match (about a minute on 2 cores) -----------------------------
-README_RUN = dict(model="gpt", digits=3, num_train=20000, num_val=1000, d_model=64, nhead=4, num_layers=2,
-                  dim_feedforward=256, dropout=0.0, pos_encoding="learned", batch_size=64, steps=3000)
+# -- the README's row, rerun: its `train` command (read from the README) gives the figures quoted there ------
+GPT_TABLE = "task | model | steps | wall clock | held-out exact match | teacher-forced token acc"
+
+
+def _readme_trainer():
+    quoted = _readme.row(GPT_TABLE, "addition")
+    config = _readme.config_of(_readme.train_command("--model", "gpt"))
+    trainer = Trainer(config)
+    assert config.steps == int(quoted["steps"]) and (config.seed, config.dtype) == (0, "float32")
+    assert (config.num_train, config.num_val, config.digits) == (20000, 1000, 3)    # "3 + 3 digits (20000 / 1000 ..."
+    assert config.pos_encoding == "learned" and "learned positions" in quoted["model"]
+    assert f"{trainer.model.num_parameters():,} parameters" in quoted["model"]
+    return trainer, quoted
+
+
+def test_readme_row_is_its_command():
+    """The row's steps, data and parameter count are those of the command printed above it (fast)."""
+    _readme_trainer()
 
 
 @pytest.mark.slow
 def test_addition_reaches_99_percent_exact_match():
     t0 = time.perf_counter()
-    trainer = Trainer(TrainConfig(**README_RUN))
-    trainer.train()
-    ev = trainer.evaluate()
-    print(f"addition: {ev} after {trainer.step} steps, {time.perf_counter() - t0:.0f}s")
+    trainer, quoted = _readme_trainer()
+    claims = _readme.milestones(quoted["held-out exact match"], trainer.config.steps, every=200)
+    evs = _readme.evaluations(trainer, claims)
+    for step, ev in evs.items():
+        print(f"addition: {ev} at step {step}, {time.perf_counter() - t0:.0f}s")
+    ev = evs[trainer.config.steps]
     assert ev.examples == 1000 and ev.sequence_accuracy >= 0.99, ev
+    for step, claim in claims.items():
+        assert claim.holds(100 * evs[step].sequence_accuracy), (step, evs[step], quoted["held-out exact match"])
+    assert _readme.quoted(quoted["teacher-forced token acc"]).holds(100 * ev.token_accuracy), (ev, quoted)

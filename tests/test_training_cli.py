@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+import _readme
 import numpy_transformer as nt
 from numpy_transformer import checkpoint as ckpt_mod
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -189,13 +190,48 @@ def test_config_round_trip():
         TrainConfig.from_dict({**c.to_dict(), "colour": "red"})
 
 
+ENCODER_TABLES = {"README.md": "task | command | held-out token accuracy",
+                  "docs/training.md": "task | command | held-out token acc"}
+
+
+def _readme_encoder_run(task, path="README.md"):
+    """The table row of ``task`` and the config of its command: the first command of the README's
+    Training section, with the options its command cell names (``same with `--task sort --steps 3000```)."""
+    quoted = _readme.row(ENCODER_TABLES[path], task, path=_readme.ROOT / path)
+    first = _readme.train_command("--task", "shift", "--d-model", "128")
+    changes = re.findall(r"--([a-z-]+) ([^\s`]+)", quoted["command"])
+    config = _readme.config_of(first, **{k.replace("-", "_"): v for k, v in changes if k != "save"})
+    assert config.task == task and config.seed == 0
+    return quoted, config
+
+
+@pytest.mark.parametrize("path", list(ENCODER_TABLES))
+@pytest.mark.parametrize("task", ["shift", "reverse", "sort"])
+def test_training_tables_are_their_commands(task, path):
+    """Both tables' rows run the README's first training command, changed as their cells say (fast)."""
+    quoted, config = _readme_encoder_run(task, path)
+    assert config == _readme_encoder_run(task)[1]
+    assert config == TrainConfig(task=task, steps=3000 if task == "sort" else 1000)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["shift", "reverse"])
+@pytest.mark.parametrize("task", ["shift", "reverse", "sort"])
 def test_default_configuration_reaches_99_percent(task):
-    """The README's claim: the default configuration (d_model 128) reaches >= 99% held-out token accuracy."""
-    t = Trainer(TrainConfig(task=task))
-    t.train()
-    assert t.evaluate().token_accuracy >= 0.99
+    """The README's claim: the default configuration (d_model 128) reaches >= 99% held-out token accuracy,
+    and every figure its table (and docs/training.md's) quotes, at each step it names (evaluated every
+    200 steps, as `train` does)."""
+    quoted, config = _readme_encoder_run(task)
+    claims = _readme.milestones(quoted["held-out token accuracy"], config.steps, every=200)
+    doc, _ = _readme_encoder_run(task, "docs/training.md")
+    evs = _readme.evaluations(Trainer(config), claims)
+    ev = evs[config.steps]
+    print(f"{task}: {evs}")
+    assert ev.token_accuracy >= 0.99
+    for step, claim in claims.items():
+        assert claim.holds(100 * evs[step].token_accuracy), (step, evs[step], quoted)
+    assert _readme.quoted(doc["held-out token acc"]).holds(100 * ev.token_accuracy), (ev, doc)
+    if re.search(r"\d", doc["sequence acc"]):                         # sort's is not quoted: "—"
+        assert _readme.quoted(doc["sequence acc"]).holds(100 * ev.sequence_accuracy), (ev, doc)
 
 
 def test_train_a_long_sequence_from_the_command_line(capsys):
