@@ -307,6 +307,7 @@ def grade_all(ex, path, args, child, ev):
     Returns when the grading is done, or raises :class:`.spawn.ChildGone` / :class:`.spawn.Deadline` when
     the child ended or the time ran out (the events so far say where).
     """
+    cases = [draw_case(ex, args.seed, i) for i in range(args.cases)]     # while the child starts
     load = child.receive()
     with np.errstate(all="ignore"):
         if not load.get("ok"):
@@ -330,7 +331,6 @@ def grade_all(ex, path, args, child, ev):
         disabled = {}
         pair_budget = {"seconds": 8.0}
         failing = []
-        cases = [draw_case(ex, args.seed, i) for i in range(args.cases)]
         answers = module.run_all([c.inputs for c in cases], disabled)
         for i, case in enumerate(cases):
             ev.emit(event="start", index=i)
