@@ -23,8 +23,9 @@ This module imports the standard library only: the grading child loads it by fil
 import ast
 import sys
 
-#: the packages a submission may not import
+#: the packages a submission may not import (the library, its torch twin, torch)
 FORBIDDEN = ("numpy_transformer", "reference_torch", "torch")
+_NAMES = "{}, {} or {}".format(*FORBIDDEN)
 
 #: modules that look into the running program (or load code) rather than compute: refused by the scan
 INTROSPECTION = ("gc", "inspect", "importlib", "ctypes", "runpy", "builtins")
@@ -44,11 +45,11 @@ def message(name):
     """The refusal's text for ``name``: a forbidden module, or what :func:`scan` found (``"gc"``,
     ``"sys._getframe"``, ``"eval"``, ``"open() of a numpy_transformer path"``)."""
     if forbidden(name):
-        return (f"imports {name!r}: a drill is NumPy alone, so a submission may not import numpy_transformer, "
-                "reference_torch or torch (the grader's reference); write it yourself with numpy")
+        return (f"imports {name!r}: a drill is NumPy alone, so a submission may not import {_NAMES} "
+                "(the grader's reference); write it yourself with numpy")
     return (f"uses {name}: a drill is NumPy alone, so a submission may not reach into the running program or "
             "the library's files (gc, inspect, frames such as sys._getframe, exec/eval/compile, importlib, "
-            "ctypes, runpy, builtins, or opening numpy_transformer's or reference_torch's files): those are "
+            f"ctypes, runpy, builtins, or opening the files of {FORBIDDEN[0]} or {FORBIDDEN[1]}): those are "
             "ways to find the grader's answer instead of computing it; write it yourself with numpy")
 
 
@@ -97,7 +98,7 @@ def _findings(node):
             name = _literal(node.args[0]) or ""
             return [name] if forbidden(name) or _introspection(name) else []
         if called in FILE_CALLS and any(_spells_forbidden(a) for a in [*node.args, *node.keywords]):
-            return [f"{called}() of a numpy_transformer/reference_torch path"]
+            return [f"{called}() of a {FORBIDDEN[0]}/{FORBIDDEN[1]} path"]
     return []
 
 
