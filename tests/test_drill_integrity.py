@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer.drills as drills
-from numpy_transformer.drills import exercises, mock, stats
+from numpy_transformer.drills import _guard, exercises, mock, stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -181,6 +182,140 @@ def test_an_import_hidden_from_the_scan_is_refused_when_it_runs(tmp_path, data):
     assert "a drill is NumPy alone" in " ".join(out.split()), out
 
 
+#: 6. the library's own functions, found in the grading process's heap (no import, no sys.modules)
+CHEAT_GC = """
+import gc
+def _find():
+    for o in gc.get_objects():
+        if isinstance(o, dict) and str(o.get('__name__','')).startswith('numpy_transformer.') and 'softmax_forward' in o and 'softmax_backward' in o:
+            return o
+_g = _find()
+def softmax_forward(x): return _g['softmax_forward'](x)
+def softmax_backward(dy, cache): return _g['softmax_backward'](dy, cache)
+"""
+
+#: ``import gc`` with every name computed at run time: the static scan cannot see it
+_HIDDEN_GC = ("_b = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)\n"
+              "gc = _b['ev' + 'al'](\"__imp\" + \"ort__('g' + 'c')\")\n")
+
+
+def hidden(src):
+    """``src`` with what the static scan looks for spelled at run time, so that only the process model
+    stands between it and the grader's memory."""
+    src = src.replace("import gc\n", _HIDDEN_GC).replace("sys._getframe()", "getattr(sys, '_get' + 'frame')()")
+    return re.sub(r"(\w+)\.f_(locals|back)", r"getattr(\1, 'f_' + '\2')", src)
+
+
+def test_the_heap_cheat_is_refused_by_the_scan(tmp_path, data):
+    path = tmp_path / "softmax.py"
+    path.write_text(CHEAT_GC)
+    rc, out, result = _check(path)
+    assert rc == 1 and result["refused"] and result["passed"] is False, out
+    flat = " ".join(out.split())
+    assert "line 2 uses gc: a drill is NumPy alone" in flat and "instead of computing it" in flat, out
+
+
+@pytest.mark.parametrize("cheat", ["gc", "compare", "events", "library", "array"])
+def test_a_cheat_hidden_from_the_scan_finds_nothing_in_the_child_and_fails(cheat, tmp_path, data):
+    src = hidden({"gc": CHEAT_GC, **CHEATS}[cheat])
+    assert _guard.scan(src) == [], _guard.scan(src)                    # it does get past the scan
+    path = tmp_path / "softmax.py"
+    path.write_text(src)
+    rc, out, result = _check(path)
+    assert rc == 1 and result["passed"] is False and not result.get("refused"), out
+    assert not out.rstrip().endswith("PASS"), out
+
+
+#: a submission that lists what of the library the grading process holds (in sys.modules or anywhere in
+#: its heap: module namespaces, functions, classes) and writes it down; its own functions are correct
+INVENTORY = _HIDDEN_GC + """
+import json, os, sys
+import numpy as np
+
+def _inventory(pkg_dir):
+    roots = ("numpy_transformer", "reference_torch", "torch")
+    modules = sorted(m for m in sys.modules if m.split(".")[0] in roots)
+    namespaces, files, classes = set(), set(), set()
+    for o in gc.get_objects():
+        if isinstance(o, dict) and str(o.get("__name__", "")).split(".")[0] in roots:
+            namespaces.add(str(o["__name__"]))
+        code = getattr(o, "__code__", None)
+        name = getattr(code, "co_filename", "")
+        if name.startswith(pkg_dir):
+            files.add(os.path.relpath(name, pkg_dir))
+        if isinstance(o, type) and str(getattr(o, "__module__", "")).split(".")[0] in roots:
+            classes.add(o.__module__ + "." + o.__qualname__)
+    return {"modules": modules, "namespaces": sorted(namespaces), "files": sorted(files),
+            "classes": sorted(classes)}
+
+with open(OUT, "w") as fh:
+    json.dump(_inventory(PKG), fh)
+
+def softmax_forward(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    y = e / e.sum(axis=-1, keepdims=True)
+    return y, y
+
+def softmax_backward(dy, y):
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+"""
+
+
+def test_the_grading_process_holds_nothing_of_the_library(tmp_path, data):
+    """The process that runs the candidate's code never holds the expected answers: not the library, not
+    the exercise's reference, not torch; of the package's files, only the child's own helpers."""
+    out_file = tmp_path / "inventory.json"
+    pkg = os.path.join(ROOT, "numpy_transformer") + os.sep
+    path = tmp_path / "softmax.py"
+    path.write_text(f"OUT = {str(out_file)!r}\nPKG = {pkg!r}\n" + INVENTORY)
+    assert _guard.scan(path.read_text()) == []
+    rc, out, _ = _check(path)
+    assert rc == 0, out
+    found = json.loads(out_file.read_text())
+    assert found["modules"] == [] and found["namespaces"] == [] and found["classes"] == [], found
+    helpers = {os.path.join("drills", f) for f in ("_worker.py", "_wire.py", "_guard.py", "_harness.py")}
+    assert set(found["files"]) <= helpers, found["files"]
+
+
+@pytest.mark.parametrize("src, what", [
+    ("import gc\n", "gc"),
+    ("import inspect\n", "inspect"),
+    ("import sys\nF = sys._getframe(1)\n", "sys._getframe"),
+    ("import sys\ndef softmax_forward(x):\n    return sys.exc_info()[2].tb_frame\n", "a frame's .tb_frame"),
+    ("from importlib import util\n", "importlib"),
+    ("import importlib.util\n", "importlib.util"),
+    ("def softmax_forward(x):\n    return eval('x')\n", "eval"),
+    ("exec('y = 1')\n", "exec"),
+    ("c = compile('1', 'f', 'eval')\n", "compile"),
+    ("import ctypes\n", "ctypes"),
+    ("import runpy\n", "runpy"),
+    ("g = __import__('gc')\n", "gc"),
+    ("src = open('/site/numpy_transformer/functional/softmax.py').read()\n",
+     "open() of a numpy_transformer/reference_torch path"),
+    ("import os\nfrom pathlib import Path\nt = Path(os.path.join('x', 'reference_torch')).read_text()\n",
+     "Path() of a numpy_transformer/reference_torch path"),
+])
+def test_introspection_and_the_librarys_files_are_refused_before_running(src, what, tmp_path, data):
+    path = tmp_path / "softmax.py"
+    path.write_text(src + "def softmax_backward(dy, cache):\n    return dy\n")
+    rc, out, result = _check(path)
+    assert rc == 1 and result["refused"] and not result["passed"], out
+    flat = " ".join(out.split())
+    assert f"uses {what}: a drill is NumPy alone" in flat and "instead of computing it" in flat, out
+    assert "line " in flat, out
+
+
+@pytest.mark.parametrize("src", [
+    "import re\nPATTERN = re.compile('x+')\n",
+    "import numpy as np\nW = np.load('my_weights.npz')\n",
+    '"""Softmax, as numpy_transformer.functional.softmax_forward computes it."""\n',
+    "evaluate = 1\nnotes = open('notes.txt')\n",
+    "import math, functools, itertools\n",
+])
+def test_plain_numpy_code_is_not_refused(src):
+    assert _guard.scan(src) == []
+
+
 def _gone(pid, wait=5.0):
     """True once ``pid`` no longer runs (gone, or a zombie waiting for init)."""
     t0 = time.time()
@@ -196,10 +331,7 @@ def _gone(pid, wait=5.0):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
-@pytest.mark.parametrize("method", ["fork", "subprocess"])
-def test_processes_the_submission_forks_die_with_the_check(method, tmp_path, data, monkeypatch):
-    from numpy_transformer.drills import spawn
-    monkeypatch.setattr(spawn, "FORCE", method)
+def test_processes_the_submission_forks_die_with_the_check(tmp_path, data):
     pidfile = tmp_path / "grandchild.pid"
     src = f"""
 import os, time

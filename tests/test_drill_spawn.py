@@ -1,8 +1,9 @@
 """How ``drill check`` starts its grading process (:mod:`numpy_transformer.drills.spawn`).
 
-Both ways (a fork of the checking process, and a fresh interpreter) must isolate the user's file the
-same way: exits, hard exits, infinite loops, printing. And the quick start that made the fork worth it
-must not quietly go: ``import numpy_transformer`` is lazy, and ``drill`` imports only its own command.
+The child is a fresh interpreter in isolated mode that runs the worker script by path: it must isolate
+the user's file (exits, hard exits, infinite loops, printing) and never hold the library. And the quick
+start must not quietly go: ``import numpy_transformer`` is lazy, and ``drill`` imports only its own
+command.
 """
 
 from __future__ import annotations
@@ -29,14 +30,10 @@ def softmax_forward(x):
 """
 OK_BACKWARD = "def softmax_backward(dy, y):\n    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))\n"
 
-METHODS = ["fork", "subprocess"] if sys.platform.startswith("linux") else ["subprocess"]
-
-
-@pytest.fixture(params=METHODS)
-def method(request, monkeypatch, tmp_path):
-    monkeypatch.setattr(spawn, "FORCE", request.param)
+@pytest.fixture(autouse=True)
+def data(monkeypatch, tmp_path):
     monkeypatch.setenv("NT_DRILL_DATA", str(tmp_path / "data"))     # attempts are recorded: not in ~
-    return request.param
+    return tmp_path / "data"
 
 
 def grade(tmp_path, src, **kw):
@@ -48,15 +45,16 @@ def grade(tmp_path, src, **kw):
     return rc, buf.getvalue()
 
 
-def test_a_correct_file_passes_by_the_chosen_way(method, tmp_path, monkeypatch):
-    used = []
-    for way in ("_start_forked", "_start_subprocess"):
-        real = getattr(spawn, way)
-        monkeypatch.setattr(spawn, way, lambda *a, _real=real, _way=way: used.append(_way) or _real(*a))
+def test_a_correct_file_passes_in_a_fresh_isolated_interpreter(tmp_path, monkeypatch):
+    started = []
+    real = subprocess.Popen
+    monkeypatch.setattr(spawn.subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or real(cmd, **kw))
     rc, out = grade(tmp_path, OK + OK_BACKWARD)
     assert rc == 0, out
     assert "PASS" in out
-    assert used == ["_start_forked" if method == "fork" else "_start_subprocess"]
+    # the worker script by path, isolated (-I: no cwd on sys.path, no PYTHON* variables): never a fork
+    assert len(started) == 1 and started[0][:4] == [sys.executable, "-I", "-B", spawn.WORKER], started
+    assert spawn.WORKER.endswith(os.path.join("drills", "_worker.py"))
 
 
 @pytest.mark.parametrize("src, status, needle", [
@@ -68,22 +66,22 @@ def test_a_correct_file_passes_by_the_chosen_way(method, tmp_path, monkeypatch):
     (OK + "def softmax_backward(dy, y):\n    import sys\n    sys.exit('bye')\n", 1,
      "softmax_backward raised SystemExit: bye"),
 ])
-def test_exits_are_reported_and_the_caller_lives_on(method, tmp_path, src, status, needle):
+def test_exits_are_reported_and_the_caller_lives_on(tmp_path, src, status, needle):
     rc, out = grade(tmp_path, src)
     assert rc == status, out
     assert needle in " ".join(out.split()), out
-    # this process (the one that forked, when it did) is unharmed and can grade again
+    # this process is unharmed and can grade again
     assert grade(tmp_path, OK + OK_BACKWARD)[0] == 0
 
 
-def test_the_wall_clock_limit_kills_the_worker(method, tmp_path):
+def test_the_wall_clock_limit_kills_the_worker(tmp_path):
     src = OK + "def softmax_backward(dy, y):\n    while True:\n        pass\n"
     rc, out = grade(tmp_path, src, call_timeout=0, timeout=2)
     assert rc == 1, out
     assert "ran past the time limit of 2 s" in " ".join(out.split()), out
 
 
-def test_the_users_output_is_captured_not_printed(method, tmp_path, capfd):
+def test_the_users_output_is_captured_not_printed(tmp_path, capfd):
     src = OK.replace("return y, y", "print('debug', y.shape)\n    return y, y") + OK_BACKWARD
     rc, out = grade(tmp_path, src, show_output=True)
     assert rc == 0, out
@@ -92,24 +90,24 @@ def test_the_users_output_is_captured_not_printed(method, tmp_path, capfd):
     assert "debug" not in captured.out + captured.err      # and not on the caller's own streams
 
 
-def test_fork_is_the_choice_on_linux_in_a_single_threaded_process():
-    code = ("import sys; from numpy_transformer.drills import spawn; "
-            "print(spawn.spawn_method())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout.strip()
-    assert out == ("fork" if sys.platform.startswith("linux") else "subprocess")
+def test_the_worker_script_runs_without_the_package_on_the_path(tmp_path):
+    """``python -I _worker.py`` from any directory, without PYTHONPATH: it loads its helpers by path, so
+    it starts and ends cleanly (end of file on its input: exit status 0, nothing on stderr)."""
+    r, w = os.pipe()
+    os.close(w)
+    proc = subprocess.run([sys.executable, "-I", "-B", spawn.WORKER, "--rfd", str(r), "--wfd", "1"],
+                          cwd=str(tmp_path), pass_fds=(r,), capture_output=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    os.close(r)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr.decode()
 
 
-def test_another_python_thread_means_a_fresh_interpreter():
-    import threading
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait)
-    t.start()
-    try:
-        assert spawn.spawn_method() == "subprocess"
-    finally:
-        stop.set()
-        t.join()
+def test_every_exercise_driver_is_plain_source_and_data(tmp_path):
+    for ex in drills.EXERCISES.values():
+        msg = spawn.setup_message(ex, str(tmp_path / "f.py"), 1.0)
+        assert msg["driver_name"] == ex.run.__name__ and f"def {ex.run.__name__}(" in msg["driver"]
+        assert all(isinstance(v, (str, int, float, tuple, list, dict)) for v in msg["constants"].values())
+        assert "numpy_transformer" not in msg["driver"] + repr(msg["constants"]), ex.name
 
 
 def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
@@ -144,7 +142,7 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-o
 @needs_fork
 def test_an_interrupted_check_kills_the_grading_child(tmp_path):
     """Ctrl-C sent to the checking process alone (not its group) while it waits must not leave the
-    user's infinite loop running in the forked child."""
+    user's infinite loop running in the grading child."""
     import signal
     import time
     pidfile = tmp_path / "child.pid"
@@ -173,16 +171,6 @@ def test_an_interrupted_check_kills_the_grading_child(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
-
-
-@needs_fork
-@pytest.mark.parametrize("code, status", [(None, 0), (3, 3), ("bye", 1)])
-def test_the_child_exits_as_the_interpreter_would(tmp_path, code, status):
-    pid = os.fork()
-    if pid == 0:                                 # pragma: no cover - the child
-        spawn._child(lambda argv: sys.exit(code), [], str(tmp_path / "o"), str(tmp_path / "e"))
-    _, st = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(st) == status
 
 
 @needs_fork

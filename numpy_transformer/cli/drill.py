@@ -8,7 +8,8 @@
   drill stats                   attempts, passes, time to pass and recurring mistakes per exercise
 
 Exit status of ``check``: 0 all checks pass, 1 some fail (or the file was refused: a drill is
-NumPy alone, so a file importing numpy_transformer, reference_torch or torch is not run), 2 the file
+NumPy alone, so a file importing numpy_transformer, reference_torch or torch, or using gc, inspect,
+frames, exec/eval/compile, importlib or ctypes, is not run), 2 the file
 cannot be graded; 130 on Ctrl-C, 128 + the signal's number on SIGTERM/SIGHUP (the grading processes
 and the temporary directory are removed first).
 """
@@ -157,7 +158,8 @@ def add_arguments(p):
 
     p_check = sub.add_parser("check", help="grade your file against the verified implementation")
     p_check.add_argument("file", help="your exercise file (NumPy only: a file importing numpy_transformer, "
-                                      "reference_torch or torch is refused)")
+                                      "reference_torch or torch, or using gc, inspect, frames, exec/eval "
+                                      "or ctypes, is refused)")
     p_check.add_argument("--exercise", default=None,
                          help="which exercise (default: from the file's `# drill:` header or its functions)")
     p_check.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random cases (default 0)")

@@ -4,11 +4,13 @@
 
 * :func:`start` writes a skeleton (exact signatures, shapes in the docstrings, no solution) with the
   start time in its header (the interview clock);
-* :func:`check_file` grades it as a judge: the user's file runs in a process of its own that only hands
-  back arrays (never sees an expected answer, never writes the verdict), and this process compares them
+* :func:`check_file` grades it as a judge: the user's file runs in a process of its own (a fresh
+  interpreter that never imports this package) that only hands back arrays (never sees an expected
+  answer, never writes the verdict), and this process compares them
   with :mod:`numpy_transformer.functional` (the verified implementation; PyTorch re-checks our reference
   with ``--torch``) on seeded random cases and edge shapes, and names the classic mistake a wrong output
-  matches; a file importing ``numpy_transformer``, ``reference_torch`` or ``torch`` is refused;
+  matches; a file importing ``numpy_transformer``, ``reference_torch`` or ``torch``, or using ``gc``,
+  ``inspect``, frames, ``exec``/``eval``/``compile``, ``importlib`` or ``ctypes``, is refused;
 * :func:`solution_text` is the reference solution with its derivation.
 
 Nothing here imports torch; the optional oracle is ``reference_torch.drill_oracle``, imported lazily

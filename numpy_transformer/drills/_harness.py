@@ -5,6 +5,9 @@ one function (on copies of the inputs, under a time limit, catching *everything*
 ``rec.unpack`` check what it returned, ``rec.output`` records a named array to grade. When a call fails
 the recorder raises :class:`Stop`, the run ends there, and every output not yet recorded is reported as
 "not computed because ...".
+
+It imports NumPy and the standard library only: the grading child loads it by file path (:mod:`._worker`),
+and must hold nothing else of the package.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ strings and NumPy arrays of a numeric or boolean dtype. On the wire it is one fr
 then a JSON header (the structure, each array replaced by ``{"__nd__": k}``) and the arrays in
 ``.npy`` format, written and read with ``allow_pickle=False``: no object crosses, so nothing the child
 sends can run code in the parent, and the parent checks each array's dtype before using it.
+
+It imports NumPy and the standard library only: the grading child loads it by file path (:mod:`._worker`).
 """
 
 from __future__ import annotations

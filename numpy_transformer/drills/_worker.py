@@ -1,4 +1,4 @@
-"""The grading child: ``python -m numpy_transformer.drills._worker --file F --exercise E --rfd R --wfd W``.
+"""The grading child: ``python -I .../drills/_worker.py --rfd R --wfd W``, a fresh interpreter.
 
 It runs in a process group of its own (:mod:`.spawn`), so that nothing in the user's file (an infinite
 loop, ``sys.exit``, ``os._exit``, a segfault, a flood of output, processes of its own) can take the
@@ -7,11 +7,23 @@ functions on the inputs the parent sends and hand back what they returned, as pl
 (:mod:`._wire`). It never receives an expected output, computes no reference, compares nothing and
 writes no verdict: the parent (:mod:`.judge`) does all of that.
 
-Before importing the file it seals itself off the library (:func:`._guard.seal`): ``numpy_transformer``,
-``reference_torch`` and ``torch`` cannot be imported from the user's code. The conversation:
+**It never holds the library.** It is started as a script in isolated mode (``-I``: no current directory
+on ``sys.path``, no ``PYTHON*`` variables), never as ``-m numpy_transformer...``, and it imports the
+standard library and NumPy only. The three helpers it needs (:mod:`._wire`, :mod:`._guard`,
+:mod:`._harness`, which import nothing of the package either) are loaded by file path under private
+names (``_drill_child_wire`` ...), so neither ``sys.modules`` nor the heap (``gc.get_objects()``) holds
+a module of ``numpy_transformer``, its functions, or an exercise's reference solution. How the
+exercise's functions are called (the exercise's ``run(rec, inputs)``: a few lines of ``rec.call``) comes
+from the parent as source text with the plain constants it names (:func:`.spawn.setup_message`).
+Before importing the user's file it seals itself (:func:`._guard.seal`): ``numpy_transformer``,
+``reference_torch`` and ``torch`` cannot be imported from the user's code.
 
-* the child sends ``{"ok": True, "callable": [...]}`` (the exercise's functions the file defines) or
-  ``{"ok": False, "kind": ..., "message": ...}`` when the file cannot be imported;
+The conversation:
+
+* the parent sends (as soon as the child is started: it waits in the pipe while NumPy loads) ``{"op": "setup", "file": path, "functions": [...], "call_timeout": s, "driver":
+  source, "driver_name": name, "constants": {...}}``; the child imports the file and answers ``{"ok":
+  True, "callable": [...]}`` (the exercise's functions the file defines) or ``{"ok": False, "kind": ...,
+  "message": ...}`` when the file cannot be imported;
 * then, per request ``{"op": "run", "inputs": {...}, "skip": {function: reason}}``, it answers
   ``{"outputs": {name: {"array": a} | {"problem": text} | {"missing": True}}, "failure": ..., "notes": [...],
   "mutations": [...], "seconds": s}``; to ``{"op": "batch", "inputs": [...], "skip": ...}`` (every case of
@@ -20,9 +32,8 @@ Before importing the file it seals itself off the library (:func:`._guard.seal`)
   file on its input ends it.
 """
 
-from __future__ import annotations
-
 import argparse
+import builtins
 import importlib.util
 import os
 import re
@@ -30,16 +41,46 @@ import signal
 import sys
 import time
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 
-from . import _guard, _wire
-from ._harness import CallTimeout, _on_alarm, run_impl, user_frame
-from .diagnose import as_array
-from .exercises import EXERCISES, MISSING
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def load_user_module(path, time_limit):
+def load_helper(name):
+    """The sibling module ``name`` (``"_wire"``), loaded from its file as ``_drill_child<name>``: never
+    through the ``numpy_transformer`` package, which this process must not import."""
+    private = "_drill_child" + name
+    if private in sys.modules:
+        return sys.modules[private]
+    spec = importlib.util.spec_from_file_location(private, os.path.join(HERE, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[private] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Missing:
+    """What the driver records for an output the user's function did not return (a key absent from a dict)."""
+
+    def __repr__(self):
+        return "<missing>"
+
+
+MISSING = _Missing()
+
+
+def build_driver(msg):
+    """The exercise's ``run(rec, inputs)`` from the parent's source text and constants: an object with
+    ``run``, as :func:`._harness.run_impl` wants it."""
+    namespace = {"__builtins__": builtins, "__name__": "_drill_driver", "np": np, "MISSING": MISSING}
+    namespace.update(msg.get("constants") or {})
+    exec(compile(msg["driver"], "<drill driver>", "exec"), namespace)   # the parent's code, not the user's
+    return SimpleNamespace(run=namespace[msg["driver_name"]])
+
+
+def load_user_module(path, time_limit, harness, guard):
     """Import the user's file under a private name. Returns ``(module, None)`` or ``(None, failure)``."""
     name = "_drill_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     folder = os.path.dirname(path)
@@ -56,7 +97,7 @@ def load_user_module(path, time_limit):
     use_timer = bool(time_limit) and hasattr(signal, "setitimer")
     try:
         if use_timer:
-            old = signal.signal(signal.SIGALRM, _on_alarm)
+            old = signal.signal(signal.SIGALRM, harness._on_alarm)
             signal.setitimer(signal.ITIMER_REAL, float(time_limit))
         try:
             spec.loader.exec_module(module)
@@ -64,41 +105,51 @@ def load_user_module(path, time_limit):
             if use_timer:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old)
-    except CallTimeout:
+    except harness.CallTimeout:
         return None, {"kind": "import", "message": f"importing the file did not finish within {time_limit:g} s "
                                                    "(module-level code that loops forever?)"}
     except KeyboardInterrupt:
         raise
-    except _guard.RefusedImport as exc:
-        where = user_frame(exc.__traceback__, path)
+    except guard.RefusedImport as exc:
+        where = harness.user_frame(exc.__traceback__, path)
         return None, {"kind": "refused", "message": str(exc), "line": where[0] if where else None}
     except SyntaxError as exc:
         return None, {"kind": "syntax", "message": f"SyntaxError: {exc.msg}", "line": exc.lineno,
                       "text": (exc.text or "").rstrip("\n")}
     except BaseException as exc:  # noqa: BLE001 - SystemExit included
-        where = user_frame(exc.__traceback__, path)
+        where = harness.user_frame(exc.__traceback__, path)
         return None, {"kind": "import", "message": f"importing the file raised {type(exc).__name__}: {exc}",
                       "where": list(where) if where else None}
     return module, None
 
 
 def plain(value):
-    """What a returned value becomes on the wire: a plain numeric array, a problem's text, or "missing"."""
+    """What a returned value becomes on the wire: a plain numeric array, a problem's text, or "missing"
+    (the same wording as :func:`.diagnose.as_array`, which the parent applies again)."""
     if value is MISSING:
         return {"missing": True}
+    if value is None:
+        return {"problem": "returned None (a missing `return`?)"}
     try:
-        arr, problem = as_array(value)       # a user object's __array__ runs here, in the child
-        if arr is None:
-            return {"problem": str(problem)}
+        try:
+            arr = np.asarray(value)          # a user object's __array__ runs here, in the child
+        except Exception as exc:  # noqa: BLE001 - arbitrary user objects
+            return {"problem": f"is not an array ({type(value).__name__}: {exc})"}
+        if arr.dtype == object:
+            return {"problem": f"is not a numeric array (got {type(value).__name__} of objects)"}
+        if arr.dtype.kind == "c":
+            return {"problem": "is complex"}
+        if arr.dtype.kind not in "fiub":
+            return {"problem": f"is not numeric (dtype {arr.dtype})"}
         return {"array": np.array(arr, copy=True, subok=False)}
     except BaseException as exc:  # noqa: BLE001 - whatever the user's object raises
         return {"problem": f"is not an array ({type(value).__name__}: {type(exc).__name__})"}
 
 
-def _answer(ex, module, msg, path, call_timeout):
+def _answer(harness, driver, module, msg, path, call_timeout):
     skip = {str(k): str(v) for k, v in (msg.get("skip") or {}).items()}
     t0 = time.perf_counter()
-    rec = run_impl(ex, module, msg["inputs"], call_timeout, path, skip)
+    rec = harness.run_impl(driver, module, msg["inputs"], call_timeout, path, skip)
     seconds = time.perf_counter() - t0
     failure = None
     if rec.failure is not None:
@@ -110,45 +161,50 @@ def _answer(ex, module, msg, path, call_timeout):
             "seconds": seconds}
 
 
-def serve(path, exercise, call_timeout, rfd, wfd):
-    """Import ``path`` and answer the parent's requests until it closes the pipe."""
-    ex = EXERCISES[exercise]
+def serve(rfd, wfd):
+    """Take the setup, import the user's file and answer the parent's requests until it
+    closes the pipe."""
+    wire, guard, harness = load_helper("_wire"), load_helper("_guard"), load_helper("_harness")
+    setup = wire.receive(rfd)
+    if setup is None or setup.get("op") != "setup":
+        return 0
+    driver = build_driver(setup)
+    path, call_timeout = os.path.abspath(setup["file"]), float(setup["call_timeout"])
     warnings.simplefilter("ignore")
-    _guard.seal()
+    guard.seal()
     with np.errstate(all="ignore"):
-        module, problem = load_user_module(path, call_timeout)
+        module, problem = load_user_module(path, call_timeout, harness, guard)
         if module is None:
-            _wire.send(wfd, {"ok": False, **problem})
+            wire.send(wfd, {"ok": False, **problem})
             return 0
-        _wire.send(wfd, {"ok": True, "callable": [f for f in ex.functions if callable(getattr(module, f, None))]})
+        functions = [str(f) for f in setup["functions"]]
+        wire.send(wfd, {"ok": True, "callable": [f for f in functions if callable(getattr(module, f, None))]})
         while True:
-            msg = _wire.receive(rfd)
+            msg = wire.receive(rfd)
             if msg is None or msg.get("op") not in ("run", "batch"):
                 return 0
             if msg["op"] == "run":
-                _wire.send(wfd, _answer(ex, module, msg, path, call_timeout))
+                wire.send(wfd, _answer(harness, driver, module, msg, path, call_timeout))
                 continue
             skip = dict(msg.get("skip") or {})
             for inputs in msg["inputs"]:
-                answer = _answer(ex, module, {"inputs": inputs, "skip": skip}, path, call_timeout)
+                answer = _answer(harness, driver, module, {"inputs": inputs, "skip": skip}, path, call_timeout)
                 f = answer["failure"]
                 if f is not None and f["kind"] == "timeout":
                     skip[f["function"]] = f"skipped: {f['function']} timed out on an earlier case"
-                _wire.send(wfd, answer)
+                wire.send(wfd, answer)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="drill grading child (internal)")
-    p.add_argument("--file", required=True)
-    p.add_argument("--exercise", required=True)
-    p.add_argument("--call-timeout", type=float, default=10.0)
     p.add_argument("--rfd", type=int, required=True)
     p.add_argument("--wfd", type=int, required=True)
     args = p.parse_args(argv)
-    return serve(os.path.abspath(args.file), args.exercise, args.call_timeout, args.rfd, args.wfd)
+    return serve(args.rfd, args.wfd)
 
 
 if __name__ == "__main__":
+    sys.dont_write_bytecode = True
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -2,8 +2,10 @@
 
 This process never imports the user's code. It checks the file compiles (reporting a syntax error with
 its line), refuses a file that imports ``numpy_transformer``, ``reference_torch`` or ``torch`` (a drill
-is NumPy alone: :mod:`._guard`), works out which exercise it is, and starts the grading child
-(:mod:`._worker`, in a process group of its own: :mod:`.spawn`) with a wall-clock limit. The child runs
+is NumPy alone: :mod:`._guard`), as it does one that reaches for the grader's memory or files (``gc``,
+``inspect``, frames, ``exec``/``eval``, ``importlib``, ``ctypes``), works out which exercise it is, and
+starts the grading child (:mod:`._worker`, a fresh interpreter that never imported the library, in a
+process group of its own: :mod:`.spawn`) with a wall-clock limit. The child runs
 the user's functions on the inputs :mod:`.judge` sends and hands back plain arrays; the judge, here,
 computes the reference, compares and diagnoses, and :mod:`.report` turns its events into the report:
 PASS/FAIL per case and per returned array, the first failing case, the worst element, the known mistake
@@ -32,7 +34,7 @@ from . import _guard, diagnose
 from .exercises import EXERCISES, get
 from .judge import Events, grade_all
 from .report import format_duration, report
-from .spawn import ChildGone, Deadline, start_worker
+from .spawn import ChildGone, Deadline, setup_message, start_worker
 
 __all__ = ["check_file", "format_duration", "guess_exercise", "started_at"]
 
@@ -205,10 +207,10 @@ def _check(out, path, opts):
 
     ev = Events()
     with tempfile.TemporaryDirectory(prefix="drill-") as tmp:
-        argv = ["--file", os.path.abspath(path), "--exercise", ex.name, "--call-timeout", str(opts.call_timeout)]
         t0 = time.time()
-        child = start_worker(argv, timeout, tmp)
+        child = start_worker(timeout, tmp)          # first: its start overlaps the drawing of the cases
         try:
+            child.send(setup_message(ex, path, opts.call_timeout))
             grade_all(ex, os.path.abspath(path), opts, child, ev)
         except (ChildGone, Deadline):
             pass                                        # the events so far say where it stopped

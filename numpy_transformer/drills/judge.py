@@ -177,11 +177,12 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
     budget["seconds"] -= time.perf_counter() - t0
 
 
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None):
-    """Grade one case: the reference, the candidate's outputs (``user``: already received from the child,
-    else run here), the comparisons, the known mistakes and the oracle. Returns the case event's fields."""
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None):
+    """Grade one case: the reference (``ref``: already computed, else computed here), the candidate's
+    outputs (``user``: already received from the child, else run here), the comparisons, the known mistakes
+    and the oracle. Returns the case event's fields."""
     inputs = case.inputs
-    ref = _reference_outputs(ex, inputs)
+    ref = ref if ref is not None else _reference_outputs(ex, inputs)
     t0 = time.perf_counter()
     rec = user if user is not None else _run(ex, module, inputs, time_limit, path, disabled)
     seconds = getattr(rec, "seconds", None) if user is not None else time.perf_counter() - t0
@@ -307,6 +308,13 @@ def grade_all(ex, path, args, child, ev):
     Returns when the grading is done, or raises :class:`.spawn.ChildGone` / :class:`.spawn.Deadline` when
     the child ended or the time ran out (the events so far say where).
     """
+    # while the child starts (a fresh interpreter importing NumPy): the cases and their references
+    cases = [draw_case(ex, args.seed, i) for i in range(args.cases)]
+    try:
+        with np.errstate(all="ignore"):
+            refs = [_reference_outputs(ex, c.inputs) for c in cases]
+    except Exception:  # noqa: BLE001 - grade_case computes it again and reports the error on its case
+        refs = [None] * len(cases)
     load = child.receive()
     with np.errstate(all="ignore"):
         if not load.get("ok"):
@@ -330,14 +338,13 @@ def grade_all(ex, path, args, child, ev):
         disabled = {}
         pair_budget = {"seconds": 8.0}
         failing = []
-        cases = [draw_case(ex, args.seed, i) for i in range(args.cases)]
         answers = module.run_all([c.inputs for c in cases], disabled)
         for i, case in enumerate(cases):
             ev.emit(event="start", index=i)
             user = next(answers)
             try:
                 res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
-                                 pair_budget, user=user)
+                                 pair_budget, user=user, ref=refs[i])
             except (ChildGone, Deadline):
                 raise
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash

@@ -7,38 +7,38 @@ segfault, a flood of output, processes of its own) happens in that process group
 answers, its exit status and its output, and kills the whole group (``killpg``) when the check ends, at the
 wall-clock limit, on Ctrl-C, SIGTERM or SIGHUP.
 
-Two ways to start it, the same isolation:
-
-- **fork** (Linux): the child is a copy of this process, which has already imported NumPy and the
-  library, so a check does not pay for a second interpreter start and those imports (about 0.5 s of a
-  1.2 s check). The copy leaves the library behind (:func:`._guard.seal`), redirects its standard
-  streams to files, runs :func:`._worker.main` and ends with ``os._exit``: it never returns into the
-  caller's code. It is used only while this process runs a single Python thread (forking a threaded
-  process can copy a lock another thread holds); OpenBLAS's own threads are safe, as it stops and
-  restarts its pool around ``fork``, and so is the library's elementwise pool (:mod:`..kernels.parallel`
-  starts a new one in the copy).
-- **subprocess** (elsewhere, and whenever another Python thread runs): ``python -m
-  numpy_transformer.drills._worker`` in a fresh interpreter and a new session. macOS and Windows use it
-  always (fork after system frameworks are loaded is not safe on macOS; Windows has no fork).
+The child is always a **fresh interpreter** that never imported ``numpy_transformer``:
+``sys.executable -I -B .../drills/_worker.py`` (isolated mode: no current directory on ``sys.path``, no
+``PYTHON*`` variables; the script, not ``-m``, so the package is not imported on the way). A copy of this
+process (``fork``) would hold the library and the exercise's reference solution in memory, where the
+user's code could find them (``gc.get_objects()``) whatever ``sys.modules`` says. To keep a check quick,
+:func:`start_worker` is called as early as possible, before the parent draws the cases and computes the
+references, so that the child's start and NumPy import overlap that work; :func:`setup_message` then
+tells it which file to import and how the exercise calls its functions.
 """
 
 from __future__ import annotations
 
-import faulthandler
+import dis
+import inspect
 import os
 import select
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
+import types
+
+import numpy as np
 
 from . import _wire
 
-__all__ = ["Child", "ChildGone", "Deadline", "start_worker", "spawn_method"]
+__all__ = ["Child", "ChildGone", "Deadline", "setup_message", "start_worker", "WORKER"]
 
-#: ``None``: choose by platform; tests set ``"fork"`` or ``"subprocess"`` to exercise one way
-FORCE = None
+#: the child's script, run by path (never imported as part of the package)
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker.py")
 
 
 class ChildGone(Exception):
@@ -49,21 +49,12 @@ class Deadline(Exception):
     """The check ran past its wall-clock limit."""
 
 
-def spawn_method():
-    """``"fork"`` or ``"subprocess"``: how :func:`start_worker` will start the child now."""
-    if FORCE is not None:
-        return FORCE
-    if sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1:
-        return "fork"
-    return "subprocess"
-
-
 class Child:
     """The running grading child: :meth:`request` sends a message and returns its answer; :meth:`close`
     ends the child and every process of its group and returns ``(rc, stdout, stderr, timed_out)``."""
 
-    def __init__(self, pid, proc, to_child, from_child, tmp, deadline):
-        self.pid, self.proc, self.to_child, self.from_child = pid, proc, to_child, from_child
+    def __init__(self, proc, to_child, from_child, tmp, deadline):
+        self.proc, self.pid, self.to_child, self.from_child = proc, proc.pid, to_child, from_child
         self.tmp, self.deadline = tmp, deadline
         self.timed_out, self.status = False, None
 
@@ -104,15 +95,8 @@ class Child:
         return self.receive()
 
     def _poll(self):
-        if self.status is not None:
-            return True
-        if self.proc is not None:
-            if self.proc.poll() is not None:
-                self.status = self.proc.returncode
-        else:
-            done, st = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                self.status = os.waitstatus_to_exitcode(st)
+        if self.status is None and self.proc.poll() is not None:
+            self.status = self.proc.returncode
         return self.status is not None
 
     def close(self, grace=1.0):
@@ -145,119 +129,77 @@ class Child:
             except OSError:
                 pass
             if self.status is None:
-                if self.proc is not None:
-                    self.proc.wait()
-                    self.status = self.proc.returncode
-                else:
-                    _, st = os.waitpid(self.pid, 0)
-                    self.status = os.waitstatus_to_exitcode(st)
+                self.proc.wait()
+                self.status = self.proc.returncode
         rc = None if self.timed_out else self.status
         return rc, _read(os.path.join(self.tmp, "stdout")), _read(os.path.join(self.tmp, "stderr")), self.timed_out
 
 
-def start_worker(argv, timeout, tmp):
-    """Start the child with command-line arguments ``argv`` (the pipes are added); return a :class:`Child`.
+def start_worker(timeout, tmp):
+    """Start the child (a fresh interpreter, :data:`WORKER`); return a :class:`Child`.
 
     ``timeout``: seconds for the whole conversation; ``tmp``: a scratch directory for the captured output.
+    Send :func:`setup_message` next: the child imports NumPy meanwhile.
     """
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    argv = list(argv) + ["--rfd", str(to_r), "--wfd", str(from_w)]
     deadline = time.monotonic() + timeout
     try:
-        pid = proc = None
-        if spawn_method() == "fork":
-            try:
-                pid = _start_forked(argv, tmp, (to_w, from_r))
-            except OSError:              # fork failed: the fresh interpreter may still start
-                pid = None
-        if pid is None:
-            proc = _start_subprocess(argv, tmp, (to_r, from_w))
-            pid = proc.pid
+        cmd = [sys.executable, "-I", "-B", WORKER, "--rfd", str(to_r), "--wfd", str(from_w)]
+        with open(os.path.join(tmp, "stdout"), "wb") as out, open(os.path.join(tmp, "stderr"), "wb") as err:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(to_r, from_w),
+                                    start_new_session=True)     # a session, so a process group, of its own
     except BaseException:
         for fd in (to_r, to_w, from_r, from_w):
             os.close(fd)
         raise
     os.close(to_r)
     os.close(from_w)
-    return Child(pid, proc, to_w, from_r, tmp, deadline)
+    return Child(proc, to_w, from_r, tmp, deadline)
 
 
-def _project_root():
-    """The directory holding the ``numpy_transformer`` package (put on the worker's PYTHONPATH)."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def _driver_constants(fn):
+    """The module-level names ``fn`` reads, with their values: plain data only (``np`` and ``MISSING``
+    are the child's own). Anything else is a grader bug: the driver could not run in the child."""
+    from .exercises import MISSING
+
+    names, todo = set(), [fn.__code__]
+    while todo:
+        code = todo.pop()
+        names.update(i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    constants = {}
+    for name in sorted(names):
+        if name not in fn.__globals__:
+            continue                                # a builtin (``zip``, ``isinstance``): the child has it
+        value = fn.__globals__[name]
+        if value is np or value is MISSING:
+            continue
+        if not _is_plain(value):
+            raise TypeError(f"internal error: the driver {fn.__qualname__} reads {name} "
+                            f"({type(value).__name__}), which cannot be sent to the grading child")
+        constants[name] = value
+    return constants
 
 
-def _start_subprocess(argv, tmp, keep):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = _project_root() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    cmd = [sys.executable, "-m", "numpy_transformer.drills._worker", *argv]
-    with open(os.path.join(tmp, "stdout"), "wb") as out, open(os.path.join(tmp, "stderr"), "wb") as err:
-        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=keep,
-                                start_new_session=True)
+def _is_plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
 
 
-def _start_forked(argv, tmp, parent_ends):
-    from . import _worker                # imported here, before the fork, so that the copy has it already
-
-    out_path, err_path = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()               # else the copy would print the parent's pending output again
-    pid = os.fork()                      # OSError (no process to spare): the caller starts a fresh interpreter
-    if pid == 0:
-        try:
-            os.setpgid(0, 0)             # a process group of its own: killpg ends whatever it starts
-            for fd in parent_ends:
-                os.close(fd)
-        except BaseException:            # noqa: BLE001
-            os._exit(70)
-        _child(_worker.main, argv, out_path, err_path)      # never returns
-    try:
-        os.setpgid(pid, pid)             # also here: no killpg may run before the child is in its group
-    except OSError:
-        pass
-    return pid
-
-
-def _child(main, argv, out_path, err_path):
-    """In the forked copy: standard streams to /dev/null and the two files, run the worker, exit."""
-    code = 70                            # EX_SOFTWARE, if even the redirection fails
-    try:
-        sys.dont_write_bytecode = True
-        fd_in = os.open(os.devnull, os.O_RDONLY)
-        fd_out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        fd_err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        for fd, target in ((fd_in, 0), (fd_out, 1), (fd_err, 2)):
-            os.dup2(fd, target)
-            os.close(fd)
-        # fresh Python streams on the redirected descriptors (the caller's may be a test's capture)
-        sys.stdin = open(0, "r", closefd=False)
-        sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", closefd=False)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)      # the caller's handlers are not the child's
-        if faulthandler.is_enabled():    # the caller's (e.g. pytest's) crash reports: not the worker's
-            faulthandler.disable()
-        code = main(argv)
-        code = code if isinstance(code, int) else 0
-    except SystemExit as exc:            # as the interpreter: None is 0, an int itself, anything else 1
-        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
-    except BaseException:                # noqa: BLE001 - report it as a subprocess would, then exit
-        try:
-            import traceback
-            traceback.print_exc()
-        except BaseException:            # noqa: BLE001
-            pass
-        code = 70
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:            # noqa: BLE001
-            pass
-        os._exit(code)
+def setup_message(ex, path, call_timeout):
+    """The child's first message: the file to import, the exercise's function names, the per-call time
+    limit, and how the exercise calls the functions (its ``run(rec, inputs)`` as source text, with the
+    plain constants it reads). Nothing of the reference or the library is in it."""
+    fn = ex.run
+    return {"op": "setup", "file": os.path.abspath(path), "functions": list(ex.functions),
+            "call_timeout": float(call_timeout), "driver": textwrap.dedent(inspect.getsource(fn)),
+            "driver_name": fn.__name__, "constants": _driver_constants(fn)}
 
 
 def _read(path):

@@ -8,8 +8,8 @@ Several checks may finish at once: :func:`record` holds an exclusive lock (``dri
 its read-modify-write and replaces the file atomically (a private temporary file, then ``os.replace``), so
 no record is lost. A file that is not valid stats JSON is never silently reset: ``drill stats`` says it
 cannot be read, and the next :func:`record` keeps it aside as ``drill-stats.json.corrupt-<time>`` and says
-so on standard error before starting a new one. A submission refused for its imports counts as an
-attempt and a refusal (``refusals``), never as a pass.
+so on standard error before starting a new one. A submission refused (its imports, or introspection
+such as ``gc``) counts as an attempt and a refusal (``refusals``), never as a pass.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def stats_text():
         ms = sorted(e.get("mistakes", {}).items(), key=lambda kv: -kv[1])
         rec = ", ".join(f"{m} x{c}" for m, c in ms[:3]) or "-"
         if e.get("refusals"):
-            rec += f"  ({e['refusals']} refused: imported the library or torch)"
+            rec += f"  ({e['refusals']} refused: the library, torch or introspection)"
         lines.append(f"  {name:<{w}}  {e['attempts']:>5}  {e['passes']:>6}  {tp:>9}  {best:>9}  {rec}")
     lines += ["", "  TO PASS: the interview clock (since `drill start`) at the first passing check."]
     return fit("\n".join(lines))
