@@ -157,8 +157,8 @@ def add_arguments(p):
     p_start.set_defaults(func=cmd_start)
 
     p_check = sub.add_parser("check", help="grade your file against the verified implementation")
-    p_check.add_argument("file", help="your exercise file (NumPy only: a file importing numpy_transformer, "
-                                      "reference_torch or torch, or using gc, inspect, frames, exec/eval "
+    p_check.add_argument("file", help="your exercise file (NumPy only: a file importing the library, its "
+                                      "torch oracle or torch, or using gc, inspect, frames, exec/eval "
                                       "or ctypes, is refused)")
     p_check.add_argument("--exercise", default=None,
                          help="which exercise (default: from the file's `# drill:` header or its functions)")
