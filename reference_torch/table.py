@@ -1,4 +1,4 @@
-"""The one torch table: for every case of ``numpy_transformer.registry``, torch's own implementation.
+"""The one torch table: for every case of ``numpy_transformer.testing``, torch's own implementation.
 
 * :data:`OPS` -- op name -> a function of tensors computing the op with ``torch.nn.functional``
   (masks arrive in the convention of torch's function of the same name -- ``scaled_dot_product_attention``:
@@ -239,7 +239,7 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
     """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors (unchanged: the
     modules' convention is torch's), and for ``torch.nn`` an ``is_causal=True`` without a mask gets the
     causal mask too (torch wants both)."""
-    from numpy_transformer.registry.modules import call
+    from numpy_transformer.testing.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
     if cfg["kind"] in RD.DECODER_KINDS:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _trace
+from ..study import trace as _trace
 from .. import functional as F
-from .._checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
-                       check_probability)
+from ..utils.checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
+                            check_probability)
 from ._init import _dtype_of, _xavier_normal, _xavier_uniform
 from .layers import Linear
 from .module import Module, Parameter

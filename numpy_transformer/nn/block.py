@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _trace
-from .._checks import as_generator, check_float_input, check_grad, check_positive_int
+from ..study import trace as _trace
+from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
 from ._init import _dtype_of
 from .activations import activation_module
 from .gqa import GroupedQueryAttention

@@ -20,9 +20,9 @@ import copy
 
 import numpy as np
 
-from .. import _trace
+from ..study import trace as _trace
 from .. import functional as F
-from .._checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
+from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention

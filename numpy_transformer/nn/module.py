@@ -46,7 +46,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from .. import _trace
+from ..study import trace as _trace
 
 __all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList", "replaying_backward_pass"]
 
@@ -359,7 +359,7 @@ class Module:
             ``(missing_keys, unexpected_keys)``.
         """
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
-            hint = (" (a checkpoint file? use nt.checkpoint.load_checkpoint(path).load_model(model))"
+            hint = (" (a checkpoint file? use nt.training.checkpoint.load_checkpoint(path).load_model(model))"
                     if isinstance(state_dict, (str, bytes)) or hasattr(state_dict, "__fspath__") else "")
             raise TypeError(f"state_dict must be a mapping of name -> array, like the one state_dict() returns; "
                             f"got {type(state_dict).__name__}{hint}")
