@@ -14,20 +14,18 @@ imports.
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-# Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
-# that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
-# binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
-from .study.gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
-
 __version__ = "0.1.0"
 
-#: the public submodules
-_SUBMODULES = ("functional", "data", "optim", "generation", "tasks_seq2seq", "amp")
+#: the public submodules -> where they live (``nt.data``, ``nt.generation`` and ``nt.tasks_seq2seq`` keep
+#: their names of before the layered layout: they are ``tasks.data``, ``models.generation``, ``tasks.seq2seq``)
+_SUBMODULES = {"functional": ".functional", "data": ".tasks.data", "optim": ".optim",
+               "generation": ".models.generation", "tasks_seq2seq": ".tasks.seq2seq", "amp": ".amp"}
 
 #: every other public name -> the module that defines it
 _NAMES = {
     "trace": ".study.trace",
-    "CrossEntropyLoss": ".nn.loss",
+    "gradcheck": ".study.gradcheck", "gradcheck_module": ".study.gradcheck", "GradcheckResult": ".study.gradcheck",
+    "GradcheckError": ".study.gradcheck",
     "TransformerModel": ".models.encoder",
     "GPT": ".models.gpt", "GPTConfig": ".models.gpt", "llama_config": ".models.gpt",
     "Seq2SeqModel": ".models.seq2seq",
@@ -41,21 +39,21 @@ _NAMES.update(dict.fromkeys([
     "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache",
+    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache", "CrossEntropyLoss",
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
 ], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult", "GradcheckError"]
+__all__ = [*_SUBMODULES, *_NAMES]
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        value = _importlib.import_module(f".{name}", __name__)
+        value = _importlib.import_module(_SUBMODULES[name], __name__)
     elif name in _NAMES:
         value = getattr(_importlib.import_module(_NAMES[name], __name__), name)
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:                                    # any other submodule, as an eager import made them: nt.nn, nt.models.gpt
+    else:                                    # any other submodule, as an eager import made them: nt.nn, nt.models
         try:
             value = _importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as exc:
@@ -74,13 +72,13 @@ if _TYPE_CHECKING:                            # what editors and type checkers s
     from . import amp, functional, optim
     from .tasks import data, seq2seq as tasks_seq2seq
     from .models import generation
+    from .study.gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
     from .study.trace import trace
     from .tasks.bleu import corpus_bleu
     from .training.checkpoint import CheckpointError, CheckpointWriteError
     from .models.gpt import GPT, GPTConfig, llama_config
-    from .nn.loss import CrossEntropyLoss
     from .models.encoder import TransformerModel
-    from .nn import (GELU, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
+    from .nn import (GELU, CrossEntropyLoss, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
                      LearnedPositionalEmbedding, Linear, Module, ModuleList, MultiheadAttention, Parameter,
                      PositionalEncoding, RelativePositionBias, ReLU, RMSNorm, RotaryEmbedding, SiLU, SwiGLU,
                      TokenEmbedding, Transformer, TransformerBlock, TransformerDecoder, TransformerDecoderLayer,

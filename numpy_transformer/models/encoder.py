@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..study import trace as _trace
+from ..nn import hooks
 from ..utils.checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
                             check_probability)
 from .. import functional as F
@@ -213,8 +213,8 @@ class TransformerModel(ModelBase):
         b, s = ids.shape
         src_key_padding_mask = check_mask(src_key_padding_mask, "src_key_padding_mask", [(b, s)], self.dtype)
         x = self.embed(ids) * self.scale                                         # (B, S, D)
-        if _trace.active():
-            _trace.record_embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
+        if hooks.active():
+            hooks.embedding(self.embed, x)           # "embed * sqrt(d_model)": std ~1 expected
         if self.pos_kind == "learned":
             x = self.pos_embed(x)                                                # (B, S, D) + (S, D)
         elif self.pos_kind == "sinusoidal":

@@ -26,34 +26,28 @@ first record holding one says so), a gradient exactly zero (or exactly zero in s
 gradient entry above ``EXPLODING_GRAD``, and by layer a gradient vanishing or exploding relative to the
 top layer's (``VANISHING_RATIO``, ``EXPLODING_RATIO``; ``Trace.layer_grad_norms``).
 
-Kept off the hot path: modules call :func:`active` (one thread-local lookup) before recording anything.
+How it records: the modules call the hooks of :mod:`numpy_transformer.nn.hooks` (each checks
+``hooks.active()`` first, one thread-local lookup, so nothing is built when no one listens) and a
+``with nt.trace(...)`` block subscribes a recorder (:class:`_Recorder`) to them for its duration. The
+core imports nothing of this module.
 
-Threads: the active trace is the calling thread's (``threading.local``). A ``with nt.trace(...)`` block
-records the forwards and backwards its own thread runs, never another thread's, even of the same
-modules; a model run in a worker thread is traced by a block opened in that thread.
+Threads: the hooks' subscribers are the calling thread's (``threading.local``). A ``with nt.trace(...)``
+block records the forwards and backwards its own thread runs, never another thread's, even of the same
+modules; a model run in a worker thread is traced by a block opened in that thread. Nested blocks each
+record everything their own block runs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
 
-from . import trace_grads as _trace_grads
+from ..nn import hooks
 from ..utils.text import WIDTH, fit
-
-
-class _Local(threading.local):
-    """The calling thread's active trace (``_LOCAL.active``: a :class:`Trace`, or None)."""
-
-    def __init__(self):
-        self.active: Optional["Trace"] = None
-
-
-_LOCAL = _Local()
+from . import trace_grads as _trace_grads
 
 # Thresholds of the health checks (the seed design's "normal range" column).
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
@@ -221,19 +215,11 @@ def _join(a, b):
 
 def active():
     """Whether a trace is recording in the calling thread."""
-    return _LOCAL.active is not None
+    return any(isinstance(s, _Recorder) for s in hooks.subscribers())
 
 
-@contextlib.contextmanager
-def suspended():
-    """Nothing is recorded in the calling thread while the block runs (the trace, if any, resumes
-    after it): a recomputed forward (activation checkpointing) is one the trace saw already."""
-    local = _LOCAL
-    previous, local.active = local.active, None
-    try:
-        yield
-    finally:
-        local.active = previous
+#: nothing is recorded in the calling thread while the block runs (the hooks' own: a recomputed forward)
+suspended = hooks.suspended
 
 
 def _name(module):
@@ -267,8 +253,8 @@ def _position_flag(module, out, args):
     return ""
 
 
-def record_forward(module, out, args=()):
-    """Called by ``Module.__call__``: the module's output, with the checks that apply to its kind.
+def record_forward(t, module, out, args=()):
+    """Into trace ``t``, from ``Module.__call__``: the module's output, with the checks that apply to its kind.
 
     ``args`` are the forward's positional arguments (the positional encoding's check compares its
     output with its input)."""
@@ -282,16 +268,16 @@ def record_forward(module, out, args=()):
         flag = _embedding_flag(out)
     elif kind == "PositionalEncoding" and out.ndim == 3 and out.shape[1]:
         flag = _position_flag(module, out, args)
-    _LOCAL.active.add(_name(module), out, "forward", flag=flag)
+    t.add(_name(module), out, "forward", flag=flag)
 
 
-def record_embedding(module, out, name=None):
+def record_embedding(t, module, out, name=None):
     """A scaled token embedding computed outside a :class:`TokenEmbedding` (``TransformerModel`` scales
     its ``embed`` lookup itself): recorded as ``"<embed> * sqrt(d_model)"`` with the std check."""
     if not isinstance(out, np.ndarray):
         return
     name = name or f"{_name(module)} * sqrt(d_model)"
-    _LOCAL.active.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
+    t.add(name, out, "forward", note="expect std ~1", flag=_embedding_flag(out))
 
 
 def _input_names(module, n):
@@ -304,34 +290,34 @@ def _input_names(module, n):
     return (names + [f"input {i}" for i in range(len(names), n)])[:n]
 
 
-def record_backward(module, grad):
+def record_backward(t, module, grad):
     """Called after each module's ``backward``: the gradient it returns for its input, or for each of
     its inputs when it returns several (``(dtgt, dmemory)`` of a decoder layer: note ``d tgt``, ``d memory``)."""
-    _LOCAL.active.backward_modules.append(module)
+    t.backward_modules.append(module)
     if isinstance(grad, tuple):
         arrays = [(i, g) for i, g in enumerate(grad) if isinstance(g, np.ndarray)]
         if len(arrays) > 1:
             names = _input_names(module, len(grad))
             for i, g in arrays:
-                _LOCAL.active.add(f"{_name(module)}", g, "backward", note=f"d {names[i]}")
+                t.add(f"{_name(module)}", g, "backward", note=f"d {names[i]}")
             return
         grad = arrays[0][1] if arrays else None
     if isinstance(grad, np.ndarray):
-        _LOCAL.active.add(f"{_name(module)}", grad, "backward", note="d input")
+        t.add(f"{_name(module)}", grad, "backward", note="d input")
     elif grad is None:
         # An Embedding has no input gradient: record its weight gradient instead.
         w = getattr(module, "weight", None)
         if w is not None and getattr(w, "grad", None) is not None:
-            _LOCAL.active.add(f"{_name(module)}.weight", w.grad, "backward", note="d weight")
+            t.add(f"{_name(module)}.weight", w.grad, "backward", note="d weight")
 
 
-def record_attention(module, cache):
+def record_attention(t, module, cache):
     """Inside multi-head attention: the head split, the scores' range and the softmax row sums."""
     name = _name(module)
     attn = cache.attn
-    _LOCAL.active.add(f"{name}.q (heads)", attn.q)
-    _LOCAL.active.add(f"{name}.k (heads)", attn.k)
-    _LOCAL.active.add(f"{name}.v (heads)", attn.v)
+    t.add(f"{name}.q (heads)", attn.q)
+    t.add(f"{name}.k (heads)", attn.k)
+    t.add(f"{name}.v (heads)", attn.v)
     scores = (attn.q * attn.q.dtype.type(attn.scale)) @ np.swapaxes(attn.k, -1, -2)   # (B, H, S, T)
     factor = applied_scale_factor(attn.q, attn.k, attn.probs)
     flag, note = "", "softmax input vs q k^T / sqrt(Dh): cannot tell (all masked, or a float mask)"
@@ -343,26 +329,26 @@ def record_attention(module, cache):
                    else "a wrong scale")
             flag = (f"the softmax's scores are {factor:.3g} x q k^T / sqrt(Dh), expected 1 "
                     f"({why}? sqrt(Dh) = {root:.3g})")
-    _LOCAL.active.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
+    t.add(f"{name}.scores (q k^T / sqrt(Dh))", scores, note=note, flag=flag)
     rows = attn.probs.sum(axis=-1)                                                        # (B, H, S)
     live = rows[rows != 0]                       # rows with every key masked are all-zero by design
     flag = ""
     if live.size and np.abs(live - 1).max() > 1e-3:
         flag = "softmax rows do not sum to 1"
     note = f"row sums in [{live.min():.6f}, {live.max():.6f}]" if live.size else "every row masked"
-    _LOCAL.active.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
+    t.add(f"{name}.softmax", attn.probs, note=note, flag=flag)
 
 
-def attention_recorder(module):
+def attention_recorder(t, module):
     """The ``record(name, array)`` callable that :meth:`MultiheadAttention.backward` and
     :meth:`GroupedQueryAttention.backward` hand to the attention backward while a trace is active: it
     records dP, dA, dq, dk, dv with their per-head norms (:func:`._trace_grads.attention_recorder`)."""
-    return _trace_grads.attention_recorder(_LOCAL.active, _name(module))
+    return _trace_grads.attention_recorder(t, _name(module))
 
 
-def record_residual(module, grad, where):
+def record_residual(t, module, grad, where):
     """A layer's residual stream between its sub-layers: ``grad`` its gradient (phase "backward")."""
-    _LOCAL.active.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
+    t.add(f"{_name(module)} residual ({where})", grad, "backward", note="d residual stream")
 
 
 def applied_scale_factor(q, k, probs):
@@ -421,15 +407,38 @@ def trace(*modules, keep_arrays=False):
     for root in modules:
         for name, m in root.named_modules():
             object.__setattr__(m, "_trace_name", name or type(root).__name__)
-    local = _LOCAL                                     # this thread's: other threads are not recorded
-    previous, current = local.active, Trace(keep_arrays=bool(keep_arrays))
-    local.active = current
+    current = Trace(keep_arrays=bool(keep_arrays))
     try:
-        yield current
+        with hooks.subscribed(_Recorder(current)):      # this thread's: other threads are not recorded
+            yield current
     finally:
-        local.active = previous
         _record_parameters(current, modules)
         _trace_grads.flag_layers(current)
+
+
+class _Recorder(hooks.Subscriber):
+    """What a ``with nt.trace(...)`` block subscribes to the core's hooks: each event into its trace."""
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def on_forward(self, module, out, args):
+        record_forward(self.trace, module, out, args)
+
+    def on_backward(self, module, grad):
+        record_backward(self.trace, module, grad)
+
+    def on_attention(self, module, cache):
+        record_attention(self.trace, module, cache)
+
+    def attention_recorder(self, module):
+        return attention_recorder(self.trace, module)
+
+    def on_residual(self, module, grad, where):
+        record_residual(self.trace, module, grad, where)
+
+    def on_embedding(self, module, out, name=None):
+        record_embedding(self.trace, module, out, name)
 
 
 def _record_parameters(t, roots):

@@ -9,9 +9,9 @@ Adding an op, step by step:
 
 1. its pair ``OP_forward``/``OP_backward`` in ``numpy_transformer/functional/<topic>.py`` (re-exported in
    ``functional/__init__.py``), and its module in ``numpy_transformer/nn/<topic>.py``;
-2. one :class:`~.ops.OpCase` in :data:`OPS` (``registry/ops.py``: the pair, a ``draw`` over random shapes
+2. one :class:`~.ops.OpCase` in :data:`OPS` (``testing/ops.py``: the pair, a ``draw`` over random shapes
    and options, the report's rows) and one :class:`~.modules.ModuleCase` in :data:`MODULES`
-   (``registry/modules.py``: ``draw``, ``build``; inputs and calls in ``make_inputs``/``call`` when the
+   (``testing/modules.py``: ``draw``, ``build``; inputs and calls in ``make_inputs``/``call`` when the
    module's signature is new);
 3. one entry in ``reference_torch/table.py``'s ``OPS`` and ``MODULES`` (torch's implementation);
 4. its derivation section in ``docs/derivations.md`` (with a ``# check:`` block);

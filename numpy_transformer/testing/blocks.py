@@ -1,5 +1,5 @@
 """The modern blocks' cases (``GroupedQueryAttention``, ``TransformerBlock``): drawing a configuration,
-building, inputs, call arguments and input gradients. ``registry/modules.py`` lists them in
+building, inputs, call arguments and input gradients. ``testing/modules.py`` lists them in
 :data:`~.modules.MODULES` and hands these kinds to the functions here.
 
 Drawn: B, S, Hkv and the group size G = H / Hkv (so multi-query Hkv = 1 and plain multi-head G = 1

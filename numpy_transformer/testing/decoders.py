@@ -1,5 +1,5 @@
 """The decoder modules' cases (``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``):
-drawing a configuration, building, inputs, call arguments and input gradients. ``registry/modules.py``
+drawing a configuration, building, inputs, call arguments and input gradients. ``testing/modules.py``
 lists them in :data:`~.modules.MODULES` and hands these kinds to the functions here.
 
 Each of the mask arguments gets its own drawn mask kind: ``tgt_mask`` (with ``tgt_key_padding_mask``

@@ -253,7 +253,7 @@ MODULES = {case.name: case for case in [
                twin=True),
     ModuleCase("TransformerEncoder", _draw_encoder, _build_encoder,
                examples=(("2 layers, final norm, causal", {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
-    # the decoder kinds: registry/decoders.py
+    # the decoder kinds: testing/decoders.py
     ModuleCase("TransformerDecoderLayer", draw_decoder, build_decoder,
                examples=(("pre-LN, gelu, causal tgt, per-head memory mask",
                           {"norm_first": True, "activation": "gelu", "tgt_mask": "causal_bool+padding",
@@ -269,7 +269,7 @@ MODULES = {case.name: case for case in [
                                                                  "num_encoder_layers": 1, "custom": None,
                                                                  "unbatched": False, "sizes": _SMALL}),),
                twin=True),
-    # the modern blocks (GQA, rotary, additive bias, SwiGLU, RMSNorm): registry/blocks.py
+    # the modern blocks (GQA, rotary, additive bias, SwiGLU, RMSNorm): testing/blocks.py
     ModuleCase("GroupedQueryAttention", draw_block, build_block,
                examples=(("H=4, Hkv=2, rotary, causal, shared bias",
                           {"num_kv_heads": 2, "rope": True, "is_causal": True, "bias_kind": "shared",
