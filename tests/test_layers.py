@@ -5,13 +5,17 @@ One-way layers, bottom to top (a module may import its own layer's modules of th
 any layer below its own, never one above, nor a sibling package of its own level)::
 
     utils < kernels < functional < nn < optim, amp < models < tasks < study.trace < training < oracle
-          < study, testing, drills < cli
+          < study.gradcheck.upstream < study, testing, drills < cli
 
 * ``utils`` imports nothing of the package.
 * ``study.trace`` (and its helper ``study.trace_grads``) sits below ``training``, a finer order than
   the folder's: ``Trainer.train_step(trace=True)`` (``train --trace-every``) records its step with
   it. The trace itself imports only the core's hooks (``nn.hooks``) and ``utils``: the core reports
   through hooks it defines and the trace subscribes, so the core imports nothing above it.
+* ``study.gradcheck.upstream`` (the checkers' own stream of upstream gradients) sits below its siblings:
+  the drill grader draws its ``dout`` from that same stream (``drills/exercises/_upstream.py``), so
+  that no checker's upstream gradient can coincide with a user's data. It imports nothing of the
+  package.
 * ``oracle.py`` is the one bridge to ``reference_torch`` (nothing else in the package names it in an
   import) and imports nothing of the package; the study tools, the drills and the CLI load the
   oracle through it.
@@ -46,6 +50,7 @@ LEVELS = [
     ("study.trace", "study.trace_grads"),
     ("training",),
     ("oracle",),
+    ("study.gradcheck.upstream",),
     ("study", "testing", "drills"),
     ("cli",),
 ]
@@ -157,12 +162,13 @@ def test_the_layers_import_one_way():
     assert not bad, "\n".join(bad)
 
 
-def test_utils_imports_nothing_of_the_package_and_the_trace_only_the_hooks():
+def test_the_bottom_and_the_finer_levels_import_only_what_they_may():
     allowed = {
         "utils": ("utils",),
         "study.trace": ("utils", "nn.hooks", "study.trace", "study.trace_grads"),
         "study.trace_grads": ("utils", "study.trace_grads"),
         "oracle": (),
+        "study.gradcheck.upstream": (),
     }
     bad = []
     for mod, target, where, _ in _edges():
