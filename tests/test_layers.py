@@ -22,18 +22,13 @@ any layer below its own, never one above, nor a sibling package of its own level
 * ``numpy_transformer/__init__.py`` (the public names, imported on first use) and ``__main__.py`` are
   the package's front door, above every layer.
 
-No import cycle among the modules of the package (module-level imports; a cycle of function-level
-imports is an order the layers forbid anyway). The drills' knob modules still form one
-(``drills.variants`` <-> ``variants_attention`` <-> ``variants_decoder``, the mid-file re-exports):
-:data:`KNOWN_CYCLES` lists it until issue 23's later phase removes it; any other cycle fails.
+No import cycle among the modules of the package, function-level imports included.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = "numpy_transformer"
@@ -56,11 +51,6 @@ LEVELS = [
 ]
 FRONT = ("", "__main__")           # numpy_transformer/__init__.py and __main__.py: above every layer
 
-#: module-level import cycles that exist today, each a frozenset of modules (issue 23's phase C)
-KNOWN_CYCLES = [
-    frozenset({"numpy_transformer.drills.variants", "numpy_transformer.drills.variants_attention",
-               "numpy_transformer.drills.variants_decoder"}),
-]
 
 
 def _modules():
@@ -249,11 +239,10 @@ def _cycles(edges):
     return out
 
 
-def test_no_import_cycle_at_module_level():
-    edges = [(m, t) for m, t, _, module_level in _edges() if module_level and t.startswith(PKG + ".")]
-    found = _cycles(edges)
-    unexpected = [sorted(c) for c in found if c not in KNOWN_CYCLES]
-    assert not unexpected, f"import cycles: {unexpected}"
+def test_no_import_cycle():
+    edges = [(m, t) for m, t, _, _ in _edges() if t.startswith(PKG + ".")]
+    found = [sorted(c) for c in _cycles(edges)]
+    assert not found, f"import cycles: {found}"
 
 
 def test_the_layer_checks_catch_a_back_import():
@@ -265,9 +254,3 @@ def test_the_layer_checks_catch_a_back_import():
     assert level_of(f"{PKG}.study.gradcheck.pair")[0] == level_of(f"{PKG}.drills.grader")[0]      # siblings
     assert _cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [frozenset("abc")]
 
-
-@pytest.mark.parametrize("cycle", KNOWN_CYCLES, ids=lambda c: "+".join(sorted(m.rsplit(".", 1)[1] for m in c)))
-def test_the_known_cycles_still_exist(cycle):
-    """A known cycle that is gone must leave :data:`KNOWN_CYCLES` (so the list never hides a new one)."""
-    edges = [(m, t) for m, t, _, module_level in _edges() if module_level and t.startswith(PKG + ".")]
-    assert cycle in _cycles(edges), "this cycle is gone: remove it from KNOWN_CYCLES"
