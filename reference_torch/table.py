@@ -32,7 +32,7 @@ from . import rope as RR
 from . import position_bias as RP
 from .convert import to_torch, torch_dtype
 
-__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
+__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "twin", "torch_call", "module_outputs",
            "to_tensor"]
 
 TORCH_VERSION = torch.__version__
@@ -284,3 +284,10 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
     res.update({n: t.grad for n, t in zip(input_names, targs) if t.is_floating_point()})
     res.update({n: p.grad for n, p in tm.named_parameters()})
     return res
+
+
+def twin(np_module):
+    """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
+    mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
+    :mod:`reference_torch.modules` for the rest (:func:`torch_module` with ``oracle="twin"``)."""
+    return torch_module(np_module, "twin")
