@@ -14,48 +14,46 @@ imports.
 import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-# Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
-# that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
-# binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
-from .gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
-
 __version__ = "0.1.0"
 
-#: the public submodules
-_SUBMODULES = ("functional", "data", "optim", "generation", "tasks_seq2seq", "amp")
+#: the public submodules -> where they live (``nt.data``, ``nt.generation`` and ``nt.tasks_seq2seq`` keep
+#: their names of before the layered layout: they are ``tasks.data``, ``models.generation``, ``tasks.seq2seq``)
+_SUBMODULES = {"functional": ".functional", "data": ".tasks.data", "optim": ".optim",
+               "generation": ".models.generation", "tasks_seq2seq": ".tasks.seq2seq", "amp": ".amp"}
 
 #: every other public name -> the module that defines it
 _NAMES = {
-    "trace": "._trace",
-    "CrossEntropyLoss": ".loss",
-    "TransformerModel": ".model",
-    "GPT": ".gpt", "GPTConfig": ".gpt", "llama_config": ".gpt",
-    "Seq2SeqModel": ".seq2seq_model",
-    "corpus_bleu": ".bleu",
+    "trace": ".study.trace",
+    "gradcheck": ".study.gradcheck", "gradcheck_module": ".study.gradcheck", "GradcheckResult": ".study.gradcheck",
+    "GradcheckError": ".study.gradcheck",
+    "TransformerModel": ".models.encoder",
+    "GPT": ".models.gpt", "GPTConfig": ".models.gpt", "llama_config": ".models.gpt",
+    "Seq2SeqModel": ".models.seq2seq",
+    "corpus_bleu": ".tasks.bleu",
     "clip_grad_norm_": ".optim",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
-    "CheckpointError": ".checkpoint", "CheckpointWriteError": ".checkpoint",
+    "CheckpointError": ".training.checkpoint", "CheckpointWriteError": ".training.checkpoint",
 }
 _NAMES.update(dict.fromkeys([
     "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
     "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
     "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache",
+    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache", "CrossEntropyLoss",
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
 ], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult", "GradcheckError"]
+__all__ = [*_SUBMODULES, *_NAMES]
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        value = _importlib.import_module(f".{name}", __name__)
+        value = _importlib.import_module(_SUBMODULES[name], __name__)
     elif name in _NAMES:
         value = getattr(_importlib.import_module(_NAMES[name], __name__), name)
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    else:                                    # any other submodule, as an eager import made them: nt.nn, nt.gpt
+    else:                                    # any other submodule, as an eager import made them: nt.nn, nt.models
         try:
             value = _importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as exc:
@@ -71,18 +69,20 @@ def __dir__():
 
 
 if _TYPE_CHECKING:                            # what editors and type checkers see
-    from . import amp, data, functional, generation, optim, tasks_seq2seq
-    from ._trace import trace
-    from .bleu import corpus_bleu
-    from .checkpoint import CheckpointError, CheckpointWriteError
-    from .gpt import GPT, GPTConfig, llama_config
-    from .loss import CrossEntropyLoss
-    from .model import TransformerModel
-    from .nn import (GELU, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
+    from . import amp, functional, optim
+    from .tasks import data, seq2seq as tasks_seq2seq
+    from .models import generation
+    from .study.gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
+    from .study.trace import trace
+    from .tasks.bleu import corpus_bleu
+    from .training.checkpoint import CheckpointError, CheckpointWriteError
+    from .models.gpt import GPT, GPTConfig, llama_config
+    from .models.encoder import TransformerModel
+    from .nn import (GELU, CrossEntropyLoss, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
                      LearnedPositionalEmbedding, Linear, Module, ModuleList, MultiheadAttention, Parameter,
                      PositionalEncoding, RelativePositionBias, ReLU, RMSNorm, RotaryEmbedding, SiLU, SwiGLU,
                      TokenEmbedding, Transformer, TransformerBlock, TransformerDecoder, TransformerDecoderLayer,
                      TransformerEncoder, TransformerEncoderLayer, dropout_masks, sinusoidal_table)
     from .optim import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
-    from .seq2seq_model import Seq2SeqModel
+    from .models.seq2seq import Seq2SeqModel

@@ -18,7 +18,8 @@ except ImportError as _exc:
     raise torch_missing_error("reference_torch", name=__name__) from _exc
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
-                      to_torch, twin)
+                      to_torch)
+from .table import twin
 from .decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 from .modules import (Dropout, FeedForward, MultiheadAttention, PositionalEncoding, ReferenceModule, TokenEmbedding,
                       TransformerEncoder, TransformerEncoderLayer, activation, attention, clear_dropout_masks,

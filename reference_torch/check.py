@@ -4,7 +4,7 @@ Usage::
 
     python -m reference_torch.check [--trials N] [--seed S] [--dtype float64|float32] [--tol T] [--twins]
 
-For each module of the registry (``numpy_transformer.registry.MODULES``: ``Linear``, ``Embedding``,
+For each module of the registry (``numpy_transformer.testing.MODULES``: ``Linear``, ``Embedding``,
 ``LayerNorm``, ``MultiheadAttention``, ``TransformerEncoderLayer``, ``TransformerEncoder``,
 ``TransformerDecoderLayer``, ``TransformerDecoder``, ``Transformer``, ...) and
 each trial it draws a random configuration (shapes, heads, activation, pre/post-LN, batch_first,
@@ -19,7 +19,7 @@ It prints one row per module and tensor (worst max-abs and normwise relative err
 and exits with status 1 when any relative error exceeds the tolerance (1e-9 in float64, 1e-4 in
 float32), listing the failing configurations.
 
-The configurations are drawn by the registry (``numpy_transformer.registry.modules``) and the comparisons
+The configurations are drawn by the registry (``numpy_transformer.testing.modules``) and the comparisons
 live here as functions, so the test-suite drives the very same code with hypothesis (see
 :class:`HypothesisChooser`).
 """
@@ -39,12 +39,12 @@ import numpy as np
 import torch
 
 import numpy_transformer as nt
-from numpy_transformer._text import plain
-from numpy_transformer.gradcheck.upstream import upstream_gradient
-from numpy_transformer.registry import CROSS_MASKS, KINDS, SELF_MASKS, TWIN_KINDS, HypothesisChooser, RandomChooser
-from numpy_transformer.registry import make_masks
-from numpy_transformer.registry.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
-                                                make_inputs)
+from numpy_transformer.utils.text import plain
+from numpy_transformer.study.gradcheck.upstream import upstream_gradient
+from numpy_transformer.testing import CROSS_MASKS, KINDS, SELF_MASKS, TWIN_KINDS, HypothesisChooser, RandomChooser
+from numpy_transformer.testing import make_masks
+from numpy_transformer.testing.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
+                                               make_inputs)
 
 from . import convert, table
 
@@ -100,7 +100,7 @@ def _build_torch(cfg):
 def _call(module, cfg, x, other, side):
     """Run ``module`` (side 'numpy', 'torch.nn' or 'twin'); returns ``(output, {extra outputs})``."""
     if side == "numpy":
-        from numpy_transformer.registry.modules import call
+        from numpy_transformer.testing.modules import call
         return call(module, cfg, x, other)
     return table.torch_call(module, cfg, x, other, side)
 

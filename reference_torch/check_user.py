@@ -24,7 +24,7 @@ Tolerances, per dtype (normwise: ``max|ours - torch| / max|torch|``):
 
 The upstream gradient ``dout`` is drawn from ``N(0, 1)`` (``seed``), never all ones: with ``.sum()`` a
 softmax backward that forgets its row-sum term still passes, because the rows sum to a constant. It
-comes from the checkers' own stream (:func:`numpy_transformer.gradcheck.upstream_gradient`), not from
+comes from the checkers' own stream (:func:`numpy_transformer.study.gradcheck.upstream_gradient`), not from
 ``np.random.default_rng(seed)`` whose first draws may be your inputs, and is drawn again if parallel to
 an input of the output's shape: were ``dout == x``, a backward using ``x`` in place of ``dout``, or a
 transposed square weight gradient, would agree with torch.
@@ -41,8 +41,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from numpy_transformer.gradcheck import _input_names, checker_rng, module_input_grads, upstream_gradient
-from numpy_transformer.gradcheck.result import _check_flag
+from numpy_transformer.study.gradcheck import _input_names, checker_rng, module_input_grads, upstream_gradient
+from numpy_transformer.study.gradcheck.result import _check_flag
 
 from .check_report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
 

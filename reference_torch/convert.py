@@ -4,6 +4,9 @@ Everything goes through ``state_dict`` (both sides use torch's keys), so no rena
 Arrays keep their dtype: a float64 array becomes a float64 tensor and back. A dtype mismatch between
 the two modules is refused (``cast=True`` allows it) so that a float32 copy can never silently stand
 in for a float64 oracle.
+
+A leaf: nothing else of ``reference_torch`` is imported here (the twin of one of our modules, weights
+copied, is :func:`reference_torch.table.twin`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import torch
 
 __all__ = [
     "torch_dtype", "numpy_dtype", "to_tensor", "to_numpy", "state_dict_to_numpy", "state_dict_to_torch",
-    "to_torch", "from_torch", "grads_to_numpy", "masks_to_torch", "twin", "optimizer_state_to_numpy",
+    "to_torch", "from_torch", "grads_to_numpy", "masks_to_torch", "optimizer_state_to_numpy",
     "optimizer_state_to_torch",
 ]
 
@@ -103,18 +106,6 @@ def grads_to_numpy(torch_module):
 def masks_to_torch(masks):
     """``{name: bool keep-mask ndarray}`` (``nt.dropout_masks``) as ``{name: bool tensor}``."""
     return {name: torch.from_numpy(np.asarray(m, dtype=bool).copy()) for name, m in masks.items()}
-
-
-# --------------------------------------------------------------------------------------------------
-# twin: the reference module matching a numpy_transformer module, weights copied
-# --------------------------------------------------------------------------------------------------
-
-def twin(np_module):
-    """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
-    mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
-    :mod:`reference_torch.modules` for the rest."""
-    from .table import torch_module
-    return torch_module(np_module, "twin")
 
 
 def optimizer_state_to_numpy(state_dict):

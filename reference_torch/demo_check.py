@@ -11,7 +11,7 @@ import torch
 import numpy_transformer as nt
 
 from . import modules as R
-from .convert import twin
+from .table import twin
 from .table import torch_module
 
 

@@ -15,7 +15,7 @@ kind of ``--model`` has its twin:
 
 * ``encoder``: :class:`reference_torch.model.TorchTransformerModel` (its replay path);
 * ``seq2seq``: :class:`reference_torch.seq2seq_model.TorchSeq2SeqModel` built from the decoder twins
-  (``twin=True``), teacher-forced as :class:`numpy_transformer.kinds.Seq2SeqKind` (BOS + the target
+  (``twin=True``), teacher-forced as :class:`numpy_transformer.training.kinds.Seq2SeqKind` (BOS + the target
   shifted right, the source padding masked), the embeddings' shared dropout replaying both uses'
   masks (``model.dropout.masks``);
 * ``gpt``: :class:`reference_torch.gpt.GPT` with the hand-written blocks, next-token prediction on the
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import numpy_transformer as nt
-from numpy_transformer import tasks_seq2seq as s2s
+from numpy_transformer.tasks import seq2seq as s2s
 
 from . import gpt as gpt_twin
 from .model import TorchTwin

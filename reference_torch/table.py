@@ -1,4 +1,4 @@
-"""The one torch table: for every case of ``numpy_transformer.registry``, torch's own implementation.
+"""The one torch table: for every case of ``numpy_transformer.testing``, torch's own implementation.
 
 * :data:`OPS` -- op name -> a function of tensors computing the op with ``torch.nn.functional``
   (masks arrive in the convention of torch's function of the same name -- ``scaled_dot_product_attention``:
@@ -32,7 +32,7 @@ from . import rope as RR
 from . import position_bias as RP
 from .convert import to_torch, torch_dtype
 
-__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "torch_call", "module_outputs",
+__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "twin", "torch_call", "module_outputs",
            "to_tensor"]
 
 TORCH_VERSION = torch.__version__
@@ -239,7 +239,7 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
     """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors (unchanged: the
     modules' convention is torch's), and for ``torch.nn`` an ``is_causal=True`` without a mask gets the
     causal mask too (torch wants both)."""
-    from numpy_transformer.registry.modules import call
+    from numpy_transformer.testing.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
     if cfg["kind"] in RD.DECODER_KINDS:
@@ -284,3 +284,10 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
     res.update({n: t.grad for n, t in zip(input_names, targs) if t.is_floating_point()})
     res.update({n: p.grad for n, p in tm.named_parameters()})
     return res
+
+
+def twin(np_module):
+    """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
+    mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
+    :mod:`reference_torch.modules` for the rest (:func:`torch_module` with ``oracle="twin"``)."""
+    return torch_module(np_module, "twin")

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from numpy_transformer.cli import build_parser
 from numpy_transformer.cli.train import _given
-from numpy_transformer.training import TrainConfig
+from numpy_transformer.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from numpy_transformer import ablation
-from numpy_transformer.ablation import Variant, VariantRun, format_table, parse_variants, run_ablation, summarize
+from numpy_transformer.study import ablation
+from numpy_transformer.study.ablation import Variant, VariantRun, format_table, parse_variants, run_ablation, summarize
 from numpy_transformer.cli import build_parser
 
 TINY = dict(task="shift", d_model=16, nhead=2, dim_feedforward=32, num_layers=1, num_train=200, num_val=40,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numpy_transformer.amp import study
+from numpy_transformer.study import mixed_precision as study
 
 
 def test_float16_layer_norm_breaks_where_the_squares_overflow_and_float32_does_not():

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
-from numpy_transformer import data as ntdata
+from numpy_transformer.tasks import data as ntdata
 from numpy_transformer.cli import main
-from numpy_transformer.training import TrainConfig
+from numpy_transformer.training.trainer import TrainConfig
 
 seeds = st.integers(0, 2**31 - 1)
 DT = np.float64                  # the modules' dtype in this file (float32 is covered by the dtype draws)

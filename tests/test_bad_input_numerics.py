@@ -11,7 +11,7 @@ import pytest
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from numpy_transformer import generation as G
+from numpy_transformer.models import generation as G
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

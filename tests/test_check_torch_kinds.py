@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from numpy_transformer.cli import main
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 torch.set_num_threads(1)
 
@@ -84,7 +84,7 @@ def test_seq2seq_twin_replays_both_uses_of_the_embedding_dropout():
     import numpy as np
 
     import numpy_transformer as nt
-    from numpy_transformer import tasks_seq2seq as s2s
+    from numpy_transformer.tasks import seq2seq as s2s
     from reference_torch.seq2seq_model import twin_of
     m = nt.Seq2SeqModel(12, 12, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
                         dropout=0.3, max_len=8, dtype=np.float64, seed=0)

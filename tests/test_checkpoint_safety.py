@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import checkpoint_files
-from numpy_transformer.checkpoint import CheckpointError, CheckpointWriteError, load_checkpoint, save_checkpoint
+from numpy_transformer.training import checkpoint_files
+from numpy_transformer.training.checkpoint import CheckpointError, CheckpointWriteError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(task="reverse", vocab_size=10, seq_len=6, num_train=64, num_val=16, d_model=16, nhead=2, num_layers=2,
             dim_feedforward=32, batch_size=8, warmup=5)
@@ -89,7 +89,7 @@ _KILLED_WRITER = """
 import sys, time
 import numpy as np
 import numpy_transformer as nt
-from numpy_transformer.checkpoint import save_checkpoint
+from numpy_transformer.training.checkpoint import save_checkpoint
 def slow_savez(f, **arrays):
     f.write(b"PK" + b"\\0" * 100); f.flush()
     print("writing", flush=True)

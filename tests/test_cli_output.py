@@ -13,7 +13,7 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer import drills
-from numpy_transformer._text import WIDTH, fit, plain
+from numpy_transformer.utils.text import WIDTH, fit, plain
 from numpy_transformer.cli import build_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,8 +55,8 @@ def test_the_checker_help_is_plain_text(monkeypatch, capsys):
 
 
 def test_plain_strips_the_markup():
-    assert plain("``plot``: see :func:`numpy_transformer.gradcheck.gradcheck` and :class:`~nt.Linear`") == \
-        "plot: see numpy_transformer.gradcheck.gradcheck and nt.Linear"
+    assert plain("``plot``: see :func:`numpy_transformer.study.gradcheck.gradcheck` and :class:`~nt.Linear`") == \
+        "plot: see numpy_transformer.study.gradcheck.gradcheck and nt.Linear"
     assert plain("Usage::\n\n    x") == "Usage:\n\n    x"
 
 

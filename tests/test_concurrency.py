@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import _trace
+from numpy_transformer.study import trace as _trace
 from numpy_transformer import functional as F
 from numpy_transformer.kernels import parallel
 

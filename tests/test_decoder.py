@@ -16,8 +16,8 @@ from _compare import assert_close
 import numpy_transformer as nt
 import reference_torch as R
 from reference_torch import check, table
-from numpy_transformer.registry.decoders import MEMORY_MASKS
-from numpy_transformer.registry.masks import SELF_MASKS
+from numpy_transformer.testing.decoders import MEMORY_MASKS
+from numpy_transformer.testing.masks import SELF_MASKS
 
 torch.set_num_threads(1)
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import data as ntdata
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.tasks import data as ntdata
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 CONFIG = dict(task="reverse", vocab_size=10, seq_len=6, num_train=200, num_val=40, d_model=16, nhead=2, num_layers=2,
               dim_feedforward=32, dropout=0.2, batch_size=8, warmup=5, steps=12, activation="gelu")

@@ -12,7 +12,7 @@ import torch
 
 import _readme
 import numpy_transformer as nt
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
 STEPS = 4

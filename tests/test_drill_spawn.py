@@ -112,7 +112,7 @@ def test_every_exercise_driver_is_plain_source_and_data(tmp_path):
 
 def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     code = ("import sys, numpy_transformer as nt\n"
-            "heavy = [m for m in ('numpy_transformer.nn', 'numpy_transformer.functional', 'numpy_transformer.gpt') "
+            "heavy = [m for m in ('numpy_transformer.nn', 'numpy_transformer.functional', 'numpy_transformer.models.gpt') "
             "if m in sys.modules]\n"
             "assert not heavy, heavy\n"
             "from numpy_transformer import *\n"
@@ -120,8 +120,8 @@ def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
     assert set(nt.__all__) <= set(dir(nt))
     assert nt.Linear is nt.nn.Linear and nt.functional.softmax_forward
-    import numpy_transformer.gradcheck.pair                             # the subpackage of the same name
-    assert nt.gradcheck is sys.modules["numpy_transformer.gradcheck.pair"].gradcheck
+    import numpy_transformer.study.gradcheck.pair                             # the subpackage of the same name
+    assert nt.gradcheck is sys.modules["numpy_transformer.study.gradcheck.pair"].gradcheck
     with pytest.raises(AttributeError, match="has no attribute 'Linaer'"):
         nt.Linaer                                                       # noqa: B018
 
@@ -129,8 +129,8 @@ def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
 def test_drill_imports_only_its_own_command():
     code = ("import sys\nfrom numpy_transformer.cli import main\n"
             "assert main(['drill', 'list']) == 0\n"
-            "loaded = [m for m in ('numpy_transformer.training', 'numpy_transformer.registry', "
-            "'numpy_transformer.cli.train', 'numpy_transformer.plotting') if m in sys.modules]\n"
+            "loaded = [m for m in ('numpy_transformer.training.trainer', 'numpy_transformer.testing', "
+            "'numpy_transformer.cli.train', 'numpy_transformer.study.plotting') if m in sys.modules]\n"
             "assert not loaded, loaded\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=ROOT), check=True)
@@ -205,6 +205,6 @@ def test_the_pool_threads_use_the_callers_errstate():
 
 def test_every_submodule_is_an_attribute_as_with_eager_imports():
     code = ("import numpy_transformer as nt\n"
-            "assert nt.nn.Module and nt.model.TransformerModel and nt.gpt.GPT and nt.kernels.erf\n"
+            "assert nt.nn.Module and nt.models.encoder.TransformerModel and nt.models.gpt.GPT and nt.kernels.erf\n"
             "assert 'importlib' not in dir(nt) and 'annotations' not in dir(nt)\n")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)

@@ -11,8 +11,8 @@ import pytest
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 
 def _walk(obj, path, found):

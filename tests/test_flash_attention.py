@@ -144,7 +144,7 @@ def test_layer_tiled_equals_standard(norm_first, kwargs):
 def test_mha_tiled_equals_standard_with_bias_kv_and_zero_attn(extras, masks):
     """The appended keys (add_bias_kv, add_zero_attn) are attended by every query on the tiled path too
     (a causal mask does not hide them), and bias_k/bias_v get the same gradients."""
-    from numpy_transformer.registry import make_masks
+    from numpy_transformer.testing import make_masks
     rng = np.random.default_rng(4)
     b, s, d, h = 2, 5, 8, 2
     mods = [nt.MultiheadAttention(d, h, add_bias_kv=extras[0], add_zero_attn=extras[1], dtype=np.float64, seed=2,

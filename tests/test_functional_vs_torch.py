@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer.functional as F
-from numpy_transformer import registry
-from numpy_transformer.registry import HypothesisChooser
+from numpy_transformer import testing as registry
+from numpy_transformer.testing import HypothesisChooser
 from reference_torch import check, convert, table
 from reference_torch import modules as R
 

@@ -1,4 +1,4 @@
-"""numpy_transformer.generation: greedy, sampling (temperature, top-k, top-p) and beam search.
+"""numpy_transformer.models.generation: greedy, sampling (temperature, top-k, top-p) and beam search.
 
 * use_cache=True and False give identical tokens (greedy, sampling, beams, eos);
 * greedy is the argmax of a full forward at every step;
@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
-from numpy_transformer import generation as G
+from numpy_transformer.models import generation as G
 
 torch.set_num_threads(1)
 

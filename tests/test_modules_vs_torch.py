@@ -235,7 +235,7 @@ def test_twin_equals_torch_nn(kind, data):
     cfg = check.draw_config(kind, HypothesisChooser(data))
     tnn = check._build_torch(cfg)
     check._perturb_torch(tnn, torch.Generator().manual_seed(cfg["seed"]))
-    tw = convert.twin(check._build_numpy(cfg))
+    tw = table.twin(check._build_numpy(cfg))
     assert list(tw.state_dict()) == list(tnn.state_dict())
     tw.load_state_dict(tnn.state_dict(), strict=True)
     tnn.train()
@@ -262,7 +262,7 @@ def test_twin_equals_torch_nn(kind, data):
 @given(v=st.integers(1, 9), d=st.integers(1, 8), b=st.integers(1, 3), s=st.integers(1, 6), seed=st.integers(0, 2**31))
 def test_token_embedding_vs_twin(dtype, v, d, b, s, seed):
     ours = nt.TokenEmbedding(v, d, dtype=dtype, seed=seed)
-    ref = convert.twin(ours)
+    ref = table.twin(ours)
     assert list(ref.state_dict()) == list(ours.state_dict()) == ["embedding.weight"]
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, v, size=(b, s))
@@ -282,7 +282,7 @@ def test_token_embedding_vs_twin(dtype, v, d, b, s, seed):
        seed=st.integers(0, 2**31))
 def test_positional_encoding_vs_twin(dtype, d, b, s, max_len, seed):
     ours = nt.PositionalEncoding(d, max_len=max_len, dtype=dtype)
-    ref = convert.twin(ours)
+    ref = table.twin(ours)
     assert list(ref.state_dict()) == list(ours.state_dict()) == []
     assert_close({"pe": (ours.pe, ref.pe.to(convert.torch_dtype(dtype)))}, dtype=dtype)
     rng = np.random.default_rng(seed)
@@ -320,7 +320,7 @@ def test_state_dict_keys_and_shapes_match_torch(kind, data):
     assert _keys_shapes(ours.state_dict()) == _keys_shapes(tnn.state_dict())
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in tnn.named_parameters()]
     if kind in check.TWIN_KINDS:
-        tw = convert.twin(ours)
+        tw = table.twin(ours)
         assert _keys_shapes(tw.state_dict()) == _keys_shapes(tnn.state_dict())
     # the documented copy recipe works with strict keys
     ours.load_state_dict({k: v.detach().numpy() for k, v in tnn.state_dict().items()})
@@ -402,7 +402,7 @@ def test_replayed_masks_make_twin_deterministic():
     ours = nt.TransformerEncoderLayer(8, 2, 16, dropout=0.5, dtype=np.float64, seed=3)
     x = np.random.default_rng(0).standard_normal((2, 5, 8))
     y = ours(x)
-    ref = convert.twin(ours).set_dropout_masks(nt.dropout_masks(ours))
+    ref = table.twin(ours).set_dropout_masks(nt.dropout_masks(ours))
     xt = torch.from_numpy(x)
     torch.manual_seed(0)
     a = ref(xt)

@@ -107,7 +107,7 @@ def test_a_row_holding_inf_or_nan_still_gives_nan(kind):
 def test_float16_norms_keep_the_overflow_the_mixed_precision_study_measures():
     """float16 is left as float16 arithmetic gives it (docs/mixed-precision.md's cliff at |x - mean|
     > 256), so the study still shows why mixed precision keeps the norms in float32."""
-    from numpy_transformer._checks import allow_float16
+    from numpy_transformer.utils.checks import allow_float16
     x = np.array([[300.0, -300.0, 0.0, 1.0]], dtype=np.float16)
     with allow_float16(), np.errstate(over="ignore", invalid="ignore"):
         assert np.all(F.layer_norm_forward(x)[0] == 0)

@@ -22,7 +22,7 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from numpy_transformer.loss import log_softmax
+from numpy_transformer.nn.loss import log_softmax
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

@@ -194,7 +194,7 @@ def test_a_model_whose_positions_are_not_shifted_fails_the_check(monkeypatch):
     padded rows' logits then differ from the prompts alone, and the twin disagrees."""
     m = _model(seed=0)
     prompts, ids, mask = _padded([1, 6], seed=0)
-    monkeypatch.setattr(nt.gpt, "position_ids",
+    monkeypatch.setattr(nt.models.gpt, "position_ids",
                         lambda mask: np.broadcast_to(np.arange(mask.shape[1]), mask.shape))
     logits = m(ids, attention_mask=mask)
     with pytest.raises(AssertionError):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from numpy_transformer.cli import main
-from numpy_transformer.plot_gradients import NO_NORMS, gradient_norms
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.study.plot_gradients import NO_NORMS, gradient_norms
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 from test_plots import PNG_SIGNATURE, TINY, needs_matplotlib
 

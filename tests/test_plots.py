@@ -10,7 +10,7 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.cli import main
-from numpy_transformer.plotting import attention_weights, smooth, token_labels
+from numpy_transformer.study.plotting import attention_weights, smooth, token_labels
 
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
                                       reason="matplotlib not installed (the plot extra)")
@@ -155,7 +155,7 @@ def test_plot_attention_draws_the_weights_the_model_computed(run, tmp_path, caps
     (recorded at the module's call) and equal torch.nn.MultiheadAttention's on the same inputs: rows
     sum to 1 (padding columns dropped), and causal self-attention is zero above the diagonal."""
     pytest.importorskip("torch")
-    import numpy_transformer.plotting as plotting
+    import numpy_transformer.study.plotting as plotting
     tokens = {"s2s.npz": "4 8 6 4", "gpt.npz": "12+34", "run.npz": "5 9 3 7 2 11 4"}[ckpt]
     source = [a if a is not None else tokens for a in source]
     calls, drawn = [], {}
@@ -227,8 +227,8 @@ def test_attention_weights_of_the_decoders_leave_the_model_as_it_was():
 
 
 def test_token_names_of_the_tasks():
-    from numpy_transformer.attention_maps import token_names
-    from numpy_transformer.tasks_seq2seq import target_for
+    from numpy_transformer.study.attention_maps import token_names
+    from numpy_transformer.tasks.seq2seq import target_for
     names = token_names("translate", 12, "source")
     tnames = token_names("translate", 12, "target")
     assert names[0] == "PAD" and names[2] == "BOS" and names[11] == "not"
@@ -299,7 +299,7 @@ def test_plot_positional_kind_refusals(run, tmp_path, capsys):
 def test_rope_scores_depend_on_the_distance_alone():
     """The picture's curve: q . k of one vector rotated to 0 and to m; equal to rotating both by any shift."""
     from numpy_transformer import functional as F
-    from numpy_transformer.plot_positions import rope_scores
+    from numpy_transformer.study.plot_positions import rope_scores
     scores = rope_scores(8, 20)
     assert scores[0] == pytest.approx(1.0)
     ones = np.ones((20, 8))

@@ -13,7 +13,7 @@ from _compare import assert_close
 import numpy_transformer as nt
 import numpy_transformer.functional as F
 import reference_torch as R
-from reference_torch import convert
+from reference_torch import convert, table
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
 # slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
@@ -84,7 +84,7 @@ def test_fully_masked_rows_give_zeros_and_finite_grads(dtype, b, s, h, dh, seed)
     ours = nt.MultiheadAttention(d, h, dtype=dtype, seed=seed)
     for p in ours.parameters():
         p.data[...] += (0.3 * rng.standard_normal(p.shape)).astype(dtype)
-    ref = convert.twin(ours)
+    ref = table.twin(ours)
     x = rng.standard_normal((b, s, d)).astype(dtype)
     kpm = np.zeros((b, s), bool)
     kpm[0] = True                                                   # batch 0: nothing to attend to

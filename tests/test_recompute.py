@@ -256,7 +256,7 @@ def test_a_draw_between_the_forward_and_the_backward_is_not_undone_by_the_replay
 
 
 def _train_config(model, **kw):
-    from numpy_transformer.training import TrainConfig
+    from numpy_transformer.training.trainer import TrainConfig
     base = dict(num_train=200, num_val=16, d_model=16, nhead=2, num_layers=2, dim_feedforward=32, batch_size=8,
                 warmup=4, dtype="float32", dropout=0.2, steps=5, model=model)
     base.update(dict(task="reverse", vocab_size=10, seq_len=5) if model == "seq2seq" else
@@ -268,7 +268,7 @@ def _train_config(model, **kw):
 @pytest.mark.parametrize("model,extra", [("encoder", {}), ("encoder", dict(pos_encoding="alibi", norm_first=True)),
                                          ("seq2seq", {}), ("gpt", {}), ("gpt", dict(pos_encoding="rope"))])
 def test_a_checkpointed_training_run_equals_the_plain_one_bit_for_bit(model, extra):
-    from numpy_transformer.training import Trainer
+    from numpy_transformer.training.trainer import Trainer
     runs = []
     for ck in (False, True):
         t = Trainer(_train_config(model, checkpoint_activations=ck, **extra))
@@ -287,7 +287,7 @@ def test_a_checkpointed_training_run_equals_the_plain_one_bit_for_bit(model, ext
 
 def test_train_command_takes_checkpoint_activations_and_resume_may_toggle_it(tmp_path, capsys):
     from numpy_transformer.cli import main
-    from numpy_transformer.training import TrainConfig, Trainer
+    from numpy_transformer.training.trainer import TrainConfig, Trainer
     args = ["train", "--task", "shift", "--vocab-size", "10", "--seq-len", "6", "--num-train", "100", "--num-val",
             "16", "--d-model", "16", "--nhead", "2", "--layers", "2", "--dim-feedforward", "32", "--batch-size", "8",
             "--warmup", "2", "--quiet", "--no-log"]

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import numpy_transformer as nt
-from numpy_transformer import tasks_seq2seq as s2s
-from numpy_transformer.bleu import corpus_bleu
-from numpy_transformer.seq2seq_model import Seq2SeqModel
+from numpy_transformer.tasks import seq2seq as s2s
+from numpy_transformer.tasks.bleu import corpus_bleu
+from numpy_transformer.models.seq2seq import Seq2SeqModel
 
 from _compare import assert_close
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import _readme
-from numpy_transformer import tasks_seq2seq as s2s
-from numpy_transformer.checkpoint import CheckpointError, load_checkpoint
+from numpy_transformer.tasks import seq2seq as s2s
+from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.kinds import KINDS
-from numpy_transformer.seq2seq_model import Seq2SeqModel
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.kinds import KINDS
+from numpy_transformer.models.seq2seq import Seq2SeqModel
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(model="seq2seq", task="reverse", vocab_size=10, seq_len=5, num_train=600, num_val=60, d_model=16,
             nhead=2, num_layers=1, dim_feedforward=32, batch_size=16, warmup=30, dropout=0.0)

@@ -26,7 +26,7 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from numpy_transformer.registry import RandomChooser
+from numpy_transformer.testing import RandomChooser
 from reference_torch import check, table
 
 torch.set_num_threads(1)
@@ -125,7 +125,7 @@ def test_silu_is_an_activation_everywhere():
     assert nt.TransformerEncoderLayer(4, 2, 8, activation=mod).activation is mod
     t = nt.Transformer(4, 2, 1, 1, 8, activation="silu")
     assert isinstance(t.decoder.layers[0].activation, nt.SiLU) and isinstance(t.encoder.layers[0].activation, nt.SiLU)
-    assert "silu" in nt.model.ACTIVATIONS and "silu" in nt.gpt.GPT_FFNS
+    assert "silu" in nt.models.encoder.ACTIVATIONS and "silu" in nt.models.gpt.GPT_FFNS
     with pytest.raises(ValueError, match="activation must be 'relu', 'gelu' or 'silu'.*got 'swish'"):
         nt.TransformerEncoderLayer(4, 2, 8, activation="swish")
 
@@ -192,7 +192,7 @@ def test_cli_and_demo_accept_silu(capsys):
     out = capsys.readouterr().out
     worst = float(re.search(r"largest relative error (\S+)", out).group(1))
     assert "silu" in out and worst <= 1e-10
-    assert nt.training.TrainConfig(activation="silu").activation == "silu"
+    assert nt.training.trainer.TrainConfig(activation="silu").activation == "silu"
 
 
 # --------------------------------------------------------------------------------------------------

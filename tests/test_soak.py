@@ -17,7 +17,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 KIB = 1024
 

@@ -266,7 +266,7 @@ def test_scale_check_at_every_head_width_and_with_masks(monkeypatch):
 
 
 def _trace_factor(cache):
-    from numpy_transformer import _trace
+    from numpy_transformer.study import trace as _trace
     return _trace.applied_scale_factor(cache.q, cache.k, cache.probs)
 
 

@@ -16,11 +16,11 @@ import time
 import numpy as np
 import pytest
 
-from numpy_transformer import training
-from numpy_transformer.checkpoint import load_checkpoint
+from numpy_transformer.training import trainer as training
+from numpy_transformer.training.checkpoint import load_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.runlog import read_log
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.runlog import read_log
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(task="reverse", vocab_size=10, seq_len=6, num_train=300, num_val=40, d_model=16, nhead=2, num_layers=1,
             dim_feedforward=32, batch_size=8, warmup=5)

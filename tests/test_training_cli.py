@@ -9,10 +9,10 @@ import pytest
 
 import _readme
 import numpy_transformer as nt
-from numpy_transformer import checkpoint as ckpt_mod
-from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from numpy_transformer.training import checkpoint as ckpt_mod
+from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.training import TrainConfig, Trainer
+from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(task="reverse", vocab_size=10, seq_len=6, num_train=400, num_val=60, d_model=16, nhead=2, num_layers=1,
             dim_feedforward=32, batch_size=8, warmup=20)

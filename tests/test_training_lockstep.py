@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as tF
 
 import numpy_transformer as nt
-from numpy_transformer import data as ntdata
+from numpy_transformer.tasks import data as ntdata
 from reference_torch.model import TorchTransformerModel, from_torch, to_torch
 from tests._compare import assert_close
 
@@ -165,7 +165,7 @@ def test_from_torch_round_trip():
 
 def test_lockstep_callback_follows_a_trainer_and_its_resumed_run(tmp_path):
     """``train --check-torch``'s callback: attached to a Trainer, and attached again after resume."""
-    from numpy_transformer.training import TrainConfig, Trainer
+    from numpy_transformer.training.trainer import TrainConfig, Trainer
     from reference_torch.lockstep import Lockstep
     config = dict(task="reverse", vocab_size=10, seq_len=6, num_train=200, num_val=20, d_model=16, nhead=2,
                   num_layers=1, dim_feedforward=32, batch_size=8, warmup=5, dtype="float64", steps=12)

@@ -9,7 +9,7 @@ import pytest
 
 from numpy_transformer import functional as F
 from numpy_transformer.cli import main
-from numpy_transformer.runlog import RunLog, default_log_path, read_log
+from numpy_transformer.training.runlog import RunLog, default_log_path, read_log
 
 TINY = ["train", "--task", "shift", "--vocab-size", "12", "--seq-len", "6", "--num-train", "200", "--num-val",
         "40", "--d-model", "16", "--nhead", "2", "--layers", "2", "--dim-feedforward", "32", "--batch-size", "8",

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import data as ntdata
+from numpy_transformer.tasks import data as ntdata
 
 V, D, H, L, FF, S, B = 11, 8, 2, 2, 16, 5, 3
 

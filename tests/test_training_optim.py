@@ -355,7 +355,7 @@ def test_noam_schedule():
 def test_trainer_schedule_is_a_lambda_lr_giving_exactly_the_schedule():
     """The Trainer's LambdaLR (base lr 1.0) sets step s's lr to exactly schedule(s); torch's LambdaLR
     with the same lambda on an lr-1.0 optimizer gives the same numbers."""
-    from numpy_transformer.training import TrainConfig
+    from numpy_transformer.training.trainer import TrainConfig
     for schedule in ("warmup", "constant"):
         c = TrainConfig(d_model=16, warmup=7, lr=3e-3, schedule=schedule)
         opt = nt.optim.Adam([nt.Parameter(np.ones(2))], **c.optimizer_kwargs())

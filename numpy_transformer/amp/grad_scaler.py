@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_number, check_positive_int
+from ..utils.checks import check_number, check_positive_int
 
 __all__ = ["GradScaler"]
 

@@ -25,7 +25,7 @@ import copy
 
 import numpy as np
 
-from .._checks import FLOAT16, allow_float16
+from ..utils.checks import FLOAT16, allow_float16
 from ..nn import Module
 from ..nn.norms import LayerNorm, RMSNorm
 

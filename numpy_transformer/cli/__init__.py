@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from .._text import plain
+from ..utils.text import plain
 
 # One entry per command module; a module that is missing is simply not offered.
 COMMAND_MODULES = ["demo", "gradcheck", "check", "drill", "train", "ablate", "plot"]

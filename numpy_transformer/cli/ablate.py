@@ -19,9 +19,9 @@ import argparse
 import json
 import sys
 
-from .._text import fit
-from ..ablation import VARIANTS, format_table, parse_variants, plot_ablation, run_ablation, runs_to_dict
-from ..plotting import MatplotlibMissing
+from ..utils.text import fit
+from ..study.ablation import VARIANTS, format_table, parse_variants, plot_ablation, run_ablation, runs_to_dict
+from ..study.plotting import MatplotlibMissing
 from . import positive_int
 from .train import _add_config_options, _given
 

@@ -1,11 +1,11 @@
 """``numpy-transformer gradcheck``: every op's and every module's gradients, checked two ways.
 
-For each functional op and each module of the registry (numpy_transformer.registry: one row per
+For each functional op and each module of the registry (numpy_transformer.testing: one row per
 example), and for each of its inputs and parameters, the analytic
 gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded, from the checkers' own stream) is
 compared with
 
-(a) central finite differences in float64 (:func:`numpy_transformer.gradcheck.gradcheck`), and
+(a) central finite differences in float64 (:func:`numpy_transformer.study.gradcheck.gradcheck`), and
 (b) torch's autograd through ``torch.nn.functional`` / ``torch.nn`` with the same weights
     (the torch table, reference_torch.table, imported lazily through numpy_transformer.oracle: the
     column reads "torch not installed" without torch). ``--dtype float32`` runs (b) in float32 (our
@@ -29,12 +29,12 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .. import oracle, registry
-from ..registry import RandomChooser
-from ..registry import modules as rmodules
-from ..gradcheck import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module,
-                         upstream_gradient)
-from .._text import fit
+from .. import oracle, testing as registry
+from ..testing import RandomChooser
+from ..testing import modules as rmodules
+from ..study.gradcheck import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _input_names, gradcheck, gradcheck_module,
+                               upstream_gradient)
+from ..utils.text import fit
 from . import nonnegative_int, positive_float
 
 __all__ = ["register", "run", "op_cases", "module_cases", "TORCH_TOL"]

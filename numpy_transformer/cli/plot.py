@@ -29,9 +29,9 @@ import sys
 import numpy as np
 
 from . import parse_tokens
-from .. import attention_maps
-from ..attention_maps import attention_modules, attention_weights
-from ..plotting import token_labels
+from ..study import attention_maps
+from ..study.attention_maps import attention_modules, attention_weights
+from ..study.plotting import token_labels
 
 _DESCRIPTION = __doc__
 
@@ -109,7 +109,7 @@ def _error(msg):
 
 def _guarded(draw):
     """Run ``draw()``; turn a missing matplotlib and bad inputs into an error message and status 2."""
-    from ..plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
+    from ..study.plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
     try:
         out = draw()
     except MatplotlibMissing as exc:
@@ -122,8 +122,8 @@ def _guarded(draw):
 
 def run_attention(args):
     def draw():
-        from ..checkpoint import load_checkpoint
-        from ..plotting import plot_attention
+        from ..training.checkpoint import load_checkpoint
+        from ..study.plotting import plot_attention
         if args.which is not None and args.which not in ("self", "cross"):
             raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
         ckpt = load_checkpoint(args.checkpoint)
@@ -157,12 +157,12 @@ def run_attention(args):
 
 def _positional_kind(args):
     """--kind rope | alibi | relative | learned (sinusoidal: run_positional's own path)."""
-    from .. import plot_positions as P
+    from ..study import plot_positions as P
     if args.max_len <= 0:
         raise ValueError(f"--max-len must be positive, got {args.max_len}")
     ckpt = None
     if args.checkpoint:
-        from ..checkpoint import load_checkpoint
+        from ..training.checkpoint import load_checkpoint
         ckpt = load_checkpoint(args.checkpoint)
     if args.kind == "rope":
         if args.head_dim <= 0 or args.head_dim % 2:
@@ -209,8 +209,8 @@ def _held_out(args, n):
 
 
 def _encoder_input(args, ckpt, model):
-    from ..data import make_task
-    from ..training import checkpoint_config
+    from ..tasks.data import make_task
+    from ..training.trainer import checkpoint_config
     mc = ckpt.model_config
     if args.tokens:                      # the length it was trained on (a bare checkpoint: its max_len)
         length = checkpoint_config(ckpt).seq_len if ckpt.config else mc["max_len"]
@@ -230,9 +230,9 @@ def _encoder_input(args, ckpt, model):
 def _seq2seq_input(args, ckpt, model):
     """The source (--tokens or held out) and the model's greedy decode of it; the decoder's input is
     BOS + that decode shifted right, so row i is the position that produced target token i."""
-    from .. import tasks_seq2seq as s2s
-    from ..kinds import get_kind
-    from ..training import checkpoint_config
+    from ..tasks import seq2seq as s2s
+    from ..training.kinds import get_kind
+    from ..training.trainer import checkpoint_config
     from .train_use import _parse_source
     c = checkpoint_config(ckpt)
     kind = get_kind("seq2seq")
@@ -264,9 +264,9 @@ def _seq2seq_input(args, ckpt, model):
 
 def _gpt_input(args, ckpt, model):
     """The prompt (--tokens "123+456" or held out) and its greedy answer, up to its EOS."""
-    from .. import tasks_lm as lm
-    from ..kinds import get_kind
-    from ..training import checkpoint_config
+    from ..tasks import lm
+    from ..training.kinds import get_kind
+    from ..training.trainer import checkpoint_config
     c = checkpoint_config(ckpt)
     kind = get_kind("gpt")
     data = kind.make_data(c)
@@ -294,9 +294,9 @@ def run_positional(args):
         if args.kind not in (None, "sinusoidal"):
             return _positional_kind(args)
         from ..nn import sinusoidal_table
-        from ..plotting import plot_positional
+        from ..study.plotting import plot_positional
         if args.checkpoint:
-            from ..checkpoint import load_checkpoint
+            from ..training.checkpoint import load_checkpoint
             ckpt = load_checkpoint(args.checkpoint)
             mc = ckpt.model_config
             if mc.get("pos_encoding") == "learned":
@@ -317,7 +317,7 @@ def run_positional(args):
 
 def _read_log(path):
     import os
-    from ..runlog import read_log
+    from ..training.runlog import read_log
     if not os.path.exists(path):
         raise FileNotFoundError(f"log {path} does not exist (train writes it next to --save: "
                                 "run.npz -> run.log.jsonl)")
@@ -336,7 +336,7 @@ def _log_title(path, entries):
 
 def run_gradients(args):
     def draw():
-        from ..plot_gradients import plot_gradients
+        from ..study.plot_gradients import plot_gradients
         entries = _read_log(args.log)
         return plot_gradients(entries, args.out, title=_log_title(args.log, entries))
     return _guarded(draw)
@@ -345,8 +345,8 @@ def run_gradients(args):
 def run_training(args):
     def draw():
         import os
-        from ..plotting import plot_training
-        from ..runlog import read_log
+        from ..study.plotting import plot_training
+        from ..training.runlog import read_log
         if not os.path.exists(args.log):
             raise FileNotFoundError(f"log {args.log} does not exist (train writes it next to --save: "
                                     "run.npz -> run.log.jsonl)")

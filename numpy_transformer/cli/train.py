@@ -28,12 +28,12 @@ import os
 import sys
 
 from .. import oracle
-from ..checkpoint import check_save_path
-from ..interrupts import exit_status, interrupt_signals
-from ..kinds import KINDS
+from ..training.checkpoint import check_save_path
+from ..training.interrupts import exit_status, interrupt_signals
+from ..training.kinds import KINDS
 from ..optim import OPTIMIZERS
-from ..runlog import check_log_path, default_log_path
-from ..training import SCHEDULES, TrainConfig, Trainer
+from ..training.runlog import check_log_path, default_log_path
+from ..training.trainer import SCHEDULES, TrainConfig, Trainer
 from . import train_use
 from .train_run import NEXT_TO_CHECKPOINT, RUN_DEFAULTS, TrainRun, pause_for_tests
 

@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
-from .._text import fit
-from ..checkpoint import CheckpointError
-from ..interrupts import exit_status, signal_name, signals_blocked, signum_of
-from ..runlog import RunLog
-from ..training import TrainingDiverged
+from ..utils.text import fit
+from ..training.checkpoint import CheckpointError
+from ..training.interrupts import exit_status, signal_name, signals_blocked, signum_of
+from ..training.runlog import RunLog
+from ..training.trainer import TrainingDiverged
 
 __all__ = ["TrainRun", "RUN_DEFAULTS", "NEXT_TO_CHECKPOINT", "pause_for_tests", "claim_fresh_path"]
 

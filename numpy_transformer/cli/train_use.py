@@ -6,10 +6,10 @@ import sys
 
 import numpy as np
 
-from .._text import WIDTH, fit
-from ..checkpoint import load_checkpoint
-from ..data import EOS, FIRST_TOKEN, PAD
-from ..training import checkpoint_config
+from ..utils.text import WIDTH, fit
+from ..training.checkpoint import load_checkpoint
+from ..tasks.data import EOS, FIRST_TOKEN, PAD
+from ..training.trainer import checkpoint_config
 from . import parse_tokens
 
 
@@ -48,7 +48,7 @@ def run_predict(args):
             return _predict_seq2seq(args, c, model)
         if c.model == "gpt":
             return _predict_gpt(args, c, model)
-        from ..data import make_targets, make_task
+        from ..tasks.data import make_targets, make_task
         if args.tokens:
             src = np.array([parse_tokens(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
         else:
@@ -87,7 +87,7 @@ def run_predict(args):
 
 def _parse_source(text, seq_len, vocab_size):
     """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
-    from ..tasks_seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
+    from ..tasks.seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
     try:
         ids = [int(t) for t in text.replace(",", " ").split()]
     except ValueError:
@@ -102,8 +102,8 @@ def _parse_source(text, seq_len, vocab_size):
 
 
 def _predict_seq2seq(args, c, model):
-    from ..kinds import get_kind
-    from ..tasks_seq2seq import BOS as BOS_ID, strip_target, target_for
+    from ..training.kinds import get_kind
+    from ..tasks.seq2seq import BOS as BOS_ID, strip_target, target_for
     kind = get_kind(c.model)
     try:
         data = kind.make_data(c)
@@ -135,8 +135,8 @@ def _predict_seq2seq(args, c, model):
 
 
 def _predict_gpt(args, c, model):
-    from ..kinds import get_kind
-    from .. import tasks_lm as lm
+    from ..training.kinds import get_kind
+    from ..tasks import lm
     kind = get_kind(c.model)
     try:
         data = kind.make_data(c)
@@ -166,7 +166,7 @@ def _predict_gpt(args, c, model):
 def run_evaluate(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
-        from ..kinds import get_kind
+        from ..training.kinds import get_kind
         kind = get_kind(c.model)
         data = kind.make_data(c)
         if args.num is not None and args.num <= 0:

@@ -25,7 +25,7 @@ import os
 import time
 from datetime import datetime, timezone
 
-from .._text import WIDTH, fit
+from ..utils.text import WIDTH, fit
 from .exercises import EXERCISES, Exercise, Mistake, get, topic_of
 from .grader import check_file, format_duration
 

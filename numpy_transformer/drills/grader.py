@@ -29,7 +29,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-from .._text import fit
+from ..utils.text import fit
 from . import _guard, diagnose
 from .exercises import EXERCISES, get
 from .judge import Events, grade_all

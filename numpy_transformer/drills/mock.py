@@ -13,7 +13,7 @@ import os
 import random
 import time
 
-from .._text import fit
+from ..utils.text import fit
 from . import stats
 from .exercises import EXERCISES, get
 from .report import format_duration

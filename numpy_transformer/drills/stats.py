@@ -26,7 +26,7 @@ try:
 except ImportError:                       # pragma: no cover - Windows: no advisory locks, no concurrency
     fcntl = None
 
-from .._text import fit
+from ..utils.text import fit
 from .report import format_duration
 
 FILENAME = "drill-stats.json"

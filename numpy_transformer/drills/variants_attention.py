@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import variants as _base        # _softmax, _softmax_bwd, layer_norm_impl (looked up at call time)
+from . import variants_basic as _base        # _softmax, _softmax_bwd, layer_norm_impl (looked up at call time)
 
 
 # --------------------------------------------------------------------------------------------------

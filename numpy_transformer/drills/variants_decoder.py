@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import variants as _base                  # layer_norm_impl (looked up at call time)
+from . import variants_basic as _base                  # layer_norm_impl (looked up at call time)
 from . import variants_attention as _attn
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .._checks import FLOAT_DTYPES, check_number
+from ..utils.checks import FLOAT_DTYPES, check_number
 
 __all__ = ["CrossEntropyCache", "cross_entropy_forward", "cross_entropy_backward", "log_softmax"]
 

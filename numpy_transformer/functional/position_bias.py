@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import as_float_dtype
+from ..utils.checks import as_float_dtype
 
 __all__ = ["alibi_slopes", "alibi_bias", "relative_position_bucket", "relative_positions",
            "RelativePositionBiasCache", "relative_position_bias_forward", "relative_position_bias_backward"]

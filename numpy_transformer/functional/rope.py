@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import FLOAT16_HINT, _float_dtypes
+from ..utils.checks import FLOAT16_HINT, _float_dtypes
 
 __all__ = ["RopeCache", "rope_cos_sin", "rope_apply", "rope_forward", "rope_backward"]
 

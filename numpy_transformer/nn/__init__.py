@@ -17,7 +17,10 @@ F dim_feedforward, V vocabulary.
 Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`` keep working):
 
 * ``module.py`` — :class:`Parameter`, :class:`Module` (registration, ``_save``/``_take``, ``state_dict``,
-  trace hooks), :class:`ModuleList`, :class:`IncompatibleKeys`.
+  the hooks' calls), :class:`ModuleList`, :class:`IncompatibleKeys`.
+* ``hooks.py`` — what the modules report (outputs, gradients, attention's intermediates) to whoever
+  subscribes in the calling thread (``nt.trace``); the core imports nothing above it.
+* ``loss.py`` — :class:`CrossEntropyLoss` (torch's ``nn.CrossEntropyLoss`` over ``F.cross_entropy_*``).
 * ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
   :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
@@ -46,6 +49,7 @@ from .decoder import TransformerDecoder, TransformerDecoderLayer
 from .gqa import GroupedQueryAttention
 from .feedforward import SwiGLU
 from .kv_cache import KVCache, cached_attention
+from .loss import CrossEntropyLoss
 from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
                      sinusoidal_table)
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
@@ -65,3 +69,4 @@ __all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
 __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
 __all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]
+__all__ += ["CrossEntropyLoss"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from .._checks import as_float_dtype
+from ..utils.checks import as_float_dtype
 
 
 def _dtype_of(dtype):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .._checks import check_float_array, check_grad
+from ..utils.checks import check_float_array, check_grad
 from .module import Module
 
 __all__ = ["ReLU", "GELU", "SiLU", "activation_module", "ACTIVATION_NAMES"]

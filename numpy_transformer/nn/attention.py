@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _trace
+from . import hooks
 from .. import functional as F
-from .._checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
-                       check_probability)
+from ..utils.checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
+                            check_probability)
 from ._init import _dtype_of, _xavier_normal, _xavier_uniform
 from .layers import Linear
 from .module import Module, Parameter
@@ -191,8 +191,8 @@ class MultiheadAttention(Module):
             block_size=self.block_size, bias_k=None if self.bias_k is None else self.bias_k.data,
             bias_v=None if self.bias_v is None else self.bias_v.data, add_zero_attn=self.add_zero_attn)
         self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
-        if _trace.active() and self.attention == "standard":
-            _trace.record_attention(self, cache)
+        if hooks.active() and self.attention == "standard":
+            hooks.attention(self, cache)
         self._save((cache, out.shape, unbatched))
         weights = None
         if need_weights:
@@ -221,7 +221,7 @@ class MultiheadAttention(Module):
         if sum_inputs and not cache.fused:
             raise ValueError("sum_inputs=True needs a self-attention forward (the same array as query, key "
                              "and value)")
-        record = _trace.attention_recorder(self) if _trace.active() and self.attention == "standard" else None
+        record = hooks.attention_recorder(self) if hooks.active() and self.attention == "standard" else None
         dq, dk, dv, grads = F.multi_head_attention_backward(dout, cache, sum_inputs=sum_inputs, record=record)
         for name, g in grads.items():
             owner, _, leaf = name.rpartition(".")

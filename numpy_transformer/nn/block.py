@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _trace
-from .._checks import as_generator, check_float_input, check_grad, check_positive_int
+from . import hooks
+from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
 from ._init import _dtype_of
 from .activations import activation_module
 from .gqa import GroupedQueryAttention
@@ -148,16 +148,16 @@ class TransformerBlock(Module):
         dout = check_grad(dout, "dout", shape, self.dtype)
         if self.norm_first:
             dx = dout + self.norm2.backward(self.mlp.backward(self.dropout2.backward(dout)))
-            if _trace.active():
-                _trace.record_residual(self, dx, "between self_attn and mlp")
+            if hooks.active():
+                hooks.residual(self, dx, "between self_attn and mlp")
             da = self.self_attn.backward(self.dropout1.backward(dx))
             da, dbias = da if has_bias else (da, None)
             dx = dx + self.norm1.backward(da)
         else:
             dh = self.norm2.backward(dout)
             dh = dh + self.mlp.backward(self.dropout2.backward(dh))
-            if _trace.active():
-                _trace.record_residual(self, dh, "between self_attn and mlp")
+            if hooks.active():
+                hooks.residual(self, dh, "between self_attn and mlp")
             dh = self.norm1.backward(dh)
             da = self.self_attn.backward(self.dropout1.backward(dh))
             da, dbias = da if has_bias else (da, None)

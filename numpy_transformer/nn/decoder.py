@@ -20,9 +20,9 @@ import copy
 
 import numpy as np
 
-from .. import _trace
+from . import hooks
 from .. import functional as F
-from .._checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
+from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
@@ -273,8 +273,8 @@ class TransformerDecoderLayer(Module):
         return self.linear1.backward(self.activation.backward(self.dropout.backward(dh)))  # (B, S, D)
 
     def _record_residual(self, grad, where):
-        if _trace.active():
-            _trace.record_residual(self, grad, where)
+        if hooks.active():
+            hooks.residual(self, grad, where)
 
     def backward(self, dout):
         """dout shaped like the output -> ``(dtgt, dmemory)``; accumulates every parameter's gradient.

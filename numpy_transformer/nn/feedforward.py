@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_generator, check_float_input, check_positive_int
+from ..utils.checks import as_generator, check_float_input, check_positive_int
 from ._init import _dtype_of
 from .activations import SiLU
 from .layers import Linear

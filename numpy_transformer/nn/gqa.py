@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _trace
+from . import hooks
 from .. import functional as F
-from .._checks import as_generator, check_float_input, check_grad, check_positive_int, check_probability
+from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int, check_probability
 from ._init import _dtype_of
 from .layers import Linear
 from .module import Module
@@ -152,7 +152,7 @@ class GroupedQueryAttention(Module):
         cache, rq, rk, bias_shape, mask_shape, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
         dctx = F._split_heads(self.o_proj.backward(dout), self.num_heads)        # (B, H, S, Dh)
-        record = _trace.attention_recorder(self) if _trace.active() else None    # dP, dA, dq, dk, dv
+        record = hooks.attention_recorder(self) if hooks.active() else None    # dP, dA, dq, dk, dv
         grads = F.scaled_dot_product_attention_backward(dctx, cache, attn_mask_grad=bool(bias_shape),
                                                         record=record)
         dq, dk, dv = grads[:3]                                                   # dk, dv: (B, Hkv, S, Dh)

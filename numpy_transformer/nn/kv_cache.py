@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .._checks import check_float_input
+from ..utils.checks import check_float_input
 from .attention import MultiheadAttention
 
 __all__ = ["KVCache", "cached_attention"]

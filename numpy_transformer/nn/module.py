@@ -25,7 +25,7 @@ gradients of shared parameters add up (``Parameter.accumulate``). Which cache do
 Threads and forked processes
 ----------------------------
 The running pass (``_TAPE``: the forward's tag, the backward's depth and the pass it consumes) is
-kept **per thread** (``threading.local``), as is the active trace: threads each training their own
+kept **per thread** (``threading.local``), as are the hooks' subscribers (:mod:`.hooks`): threads each training their own
 model never see each other's passes and get, bit for bit, the results of the same runs done one after
 the other. Passes are numbered process-wide (``_CALLS``), so no two threads' tags coincide. One module
 run by two threads *at once* is not supported (a new top-level call drops the caches the other
@@ -46,7 +46,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from .. import _trace
+from . import hooks
 
 __all__ = ["Parameter", "IncompatibleKeys", "Module", "ModuleList", "replaying_backward_pass"]
 
@@ -76,7 +76,8 @@ def replaying_backward_pass():
 
     While the block runs, in the calling thread, forwards are tagged with the pass that the running
     top-level backward consumes (so the backwards nested in that backward take exactly the caches the
-    replay leaves), and no trace records anything (``nt.trace`` saw the first forward already).
+    replay leaves), and no hook subscriber receives anything (``nt.trace`` saw the first forward
+    already: :func:`.hooks.suspended`).
     Outside any backward, the forwards start their own pass as usual. Other threads are not affected.
 
     Yields
@@ -88,7 +89,7 @@ def replaying_backward_pass():
     if tape.backward_tag is not None:
         tape.forward_tag = tape.backward_tag
     try:
-        with _trace.suspended():
+        with hooks.suspended():
             yield
     finally:
         tape.forward_tag = forward_tag
@@ -145,9 +146,9 @@ class Module:
 
     Subclasses define ``forward`` and ``backward``. Every subclass's ``forward`` and ``backward`` are
     wrapped to tag the caches with their pass (see the module docstring: a shared module keeps one
-    cache per use, and a new call of a top-level module drops the leftovers of its last). When a
-    trace is active (``nt.trace``), ``__call__`` records each forward output and every subclass's
-    ``backward`` records the gradient it returns (the wrapping happens once, in
+    cache per use, and a new call of a top-level module drops the leftovers of its last). When
+    anyone listens to the hooks (:mod:`.hooks`; ``nt.trace`` does), ``__call__`` reports each forward
+    output and every subclass's ``backward`` the gradient it returns (the wrapping happens once, in
     ``__init_subclass__``, so the layers' code stays plain maths).
     """
 
@@ -200,8 +201,8 @@ class Module:
                     tape.backward_depth = depth
                     if depth == 0:
                         tape.backward_tag = None
-                if _trace.active():
-                    _trace.record_backward(self, grad)
+                if hooks.active():
+                    hooks.backward(self, grad)
                 return grad
             traced_backward._traced = True
             cls.backward = traced_backward
@@ -251,8 +252,8 @@ class Module:
     # -- calling -------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         out = self.forward(*args, **kwargs)
-        if _trace.active():
-            _trace.record_forward(self, out, args)
+        if hooks.active():
+            hooks.forward(self, out, args)
         return out
 
     def forward(self, *args, **kwargs):  # pragma: no cover - abstract
@@ -359,7 +360,7 @@ class Module:
             ``(missing_keys, unexpected_keys)``.
         """
         if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
-            hint = (" (a checkpoint file? use nt.checkpoint.load_checkpoint(path).load_model(model))"
+            hint = (" (a checkpoint file? use nt.training.checkpoint.load_checkpoint(path).load_model(model))"
                     if isinstance(state_dict, (str, bytes)) or hasattr(state_dict, "__fspath__") else "")
             raise TypeError(f"state_dict must be a mapping of name -> array, like the one state_dict() returns; "
                             f"got {type(state_dict).__name__}{hint}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .._checks import check_float_input, check_grad, check_number, check_positive_int
+from ..utils.checks import check_float_input, check_grad, check_number, check_positive_int
 from ._init import _dtype_of
 from .module import Module, Parameter
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .._checks import check_grad
+from ..utils.checks import check_grad
 from .layers import Embedding
 from .module import Module
 

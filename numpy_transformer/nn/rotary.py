@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .._checks import check_float_array, check_grad, check_number, check_positive_int
+from ..utils.checks import check_float_array, check_grad, check_number, check_positive_int
 from .module import Module
 
 __all__ = ["RotaryEmbedding"]

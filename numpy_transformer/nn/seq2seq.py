@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .._checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
+from ..utils.checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
 from .. import functional as F
 from ._init import _dtype_of, _uniform
 from .decoder import TransformerDecoder, TransformerDecoderLayer, _check_decoder_inputs

@@ -10,9 +10,9 @@ import copy
 
 import numpy as np
 
-from .. import _trace
+from . import hooks
 from .. import functional as F
-from .._checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
+from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
@@ -155,14 +155,14 @@ class TransformerEncoderLayer(Module):
         dy = check_grad(dout, "dout", shape, self.dtype)                          # (B, S, D)
         if self.norm_first:
             dh = dy + self.norm2.backward(self._ff_block_backward(dy))           # through x + ff(norm2(x))
-            if _trace.active():
-                _trace.record_residual(self, dh, "between self_attn and feed-forward")
+            if hooks.active():
+                hooks.residual(self, dh, "between self_attn and feed-forward")
             dx = dh + self.norm1.backward(self._sa_block_backward(dh))           # through x + sa(norm1(x))
         else:
             dh = self.norm2.backward(dy)                                         # y = norm2(h + ff(h))
             dh = dh + self._ff_block_backward(dh)
-            if _trace.active():
-                _trace.record_residual(self, dh, "between self_attn and feed-forward")
+            if hooks.active():
+                hooks.residual(self, dh, "between self_attn and feed-forward")
             dx = self.norm1.backward(dh)                                         # h = norm1(x + sa(x))
             dx = dx + self._sa_block_backward(dx)
         if unbatched:

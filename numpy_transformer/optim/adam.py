@@ -16,7 +16,7 @@ from functools import partial
 
 import numpy as np
 
-from .._checks import check_number
+from ..utils.checks import check_number
 from ..kernels.parallel import map_chunks
 from .optimizer import Optimizer
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._checks import check_number
+from ..utils.checks import check_number
 from ..nn import Module, Parameter
 
 __all__ = ["clip_grad_norm_", "vector_norm"]

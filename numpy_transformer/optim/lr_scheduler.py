@@ -26,7 +26,7 @@ from collections import Counter
 
 import numpy as np
 
-from .._checks import check_number
+from ..utils.checks import check_number
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import FLOAT_DTYPES, check_number
+from ..utils.checks import FLOAT_DTYPES, check_number
 from ..nn import Module, Parameter
 
 __all__ = ["Optimizer"]

@@ -1,6 +1,6 @@
 """The paper's warm-up schedule as plain functions ``step -> lr`` (step counts from 1).
 
-``LambdaLR`` turns one into a scheduler: the training loop (``nt.training.Trainer``, the ``train``
+``LambdaLR`` turns one into a scheduler: the training loop (``nt.training.trainer.Trainer``, the ``train``
 command) builds its optimizer with ``lr=1.0`` and ``LambdaLR(opt, lambda epoch: schedule(epoch + 1))``,
 so each step's learning rate is exactly ``schedule(step)`` (the Annotated Transformer's recipe).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_number, check_positive_int
+from ..utils.checks import check_number, check_positive_int
 
 __all__ = ["noam_lr", "WarmupInverseSqrtSchedule", "ConstantSchedule"]
 

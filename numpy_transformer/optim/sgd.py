@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_number
+from ..utils.checks import check_number
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]

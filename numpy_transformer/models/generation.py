@@ -1,0 +1,398 @@
+"""Generation for any model with a cached forward: greedy, sampling (temperature, top-k, top-p) and
+beam search, with Hugging Face's argument names and semantics (``transformers``' ``generate``).
+
+A model is usable when it follows the protocol :class:`numpy_transformer.GPT` does:
+
+* ``model(ids)`` -> logits (B, S, V), a full forward;
+* ``model(ids, past_key_values=cache, use_cache=True)`` -> ``(logits, cache)``: the new positions
+  ``ids`` after the cached ones (``cache=None`` starts one); the cache has ``reorder_cache(rows)``;
+* optionally ``model.max_len`` (the most positions it accepts) and ``model.train``/``eval``;
+* for a left-padded batch, ``attention_mask=`` (B, T) over all T positions so far, in both calls.
+
+Every step takes the logits of the last position (cast to float64 for the processing below), picks
+the next token of every row and feeds it back: with the cache, only that token; without it, the
+whole sequence again (the same tokens: ``tests/test_generation.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int
+
+__all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
+
+
+def log_softmax(scores):
+    """``scores - logsumexp(scores)`` over the last axis (rows may hold -inf, not only -inf)."""
+    m = np.max(scores, axis=-1, keepdims=True)
+    shifted = scores - m
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def top_k_filter(scores, top_k):
+    """Hugging Face's ``TopKLogitsWarper``: keep the ``top_k`` largest scores of each row (and any tied
+    with the k-th), set the rest to -inf. scores (B, V) -> (B, V)."""
+    k = min(top_k, scores.shape[-1])
+    kth = np.partition(scores, -k, axis=-1)[..., -k, None]                        # (B, 1)
+    return np.where(scores < kth, -np.inf, scores)
+
+
+def top_p_filter(scores, top_p, min_tokens_to_keep=1):
+    """Hugging Face's ``TopPLogitsWarper`` (nucleus filtering): sort each row ascending, drop the tokens
+    whose cumulative probability is ``<= 1 - top_p`` (the unlikely tail whose mass is at most
+    ``1 - top_p``), always keeping the ``min_tokens_to_keep`` most likely. scores (B, V) -> (B, V)."""
+    order = np.argsort(scores, axis=-1, kind="stable")                           # ascending
+    sorted_scores = np.take_along_axis(scores, order, axis=-1)
+    cum = np.cumsum(np.exp(log_softmax(sorted_scores)), axis=-1)                 # (B, V)
+    remove_sorted = cum <= 1 - top_p
+    remove_sorted[..., -min_tokens_to_keep:] = False
+    remove = np.empty_like(remove_sorted)
+    np.put_along_axis(remove, order, remove_sorted, axis=-1)                     # back to vocabulary order
+    return np.where(remove, -np.inf, scores)
+
+
+def sample_from_logits(scores, rng):
+    """One token per row from ``softmax(scores)`` (B, V) by inverse CDF with one uniform draw per row;
+    a token of probability 0 is never drawn.
+
+    A row whose probabilities are not a distribution (a NaN or +inf score, or every score -inf) raises
+    ValueError, as ``torch.multinomial`` refuses "probability tensor contains either inf, nan or
+    element < 0" (NumPy's inverse CDF would silently draw token 0)."""
+    with np.errstate(invalid="ignore"):
+        probs = np.exp(log_softmax(scores))                                      # (B, V)
+    bad = np.flatnonzero(~np.isfinite(probs).all(axis=-1))
+    if len(bad):
+        row = scores[bad[0]]
+        raise ValueError(f"cannot sample: the scores of row {int(bad[0])} give no probability distribution "
+                         f"(probability tensor contains either inf, nan or element < 0: the row holds "
+                         f"{int(np.isnan(row).sum())} NaN, {int(np.isposinf(row).sum())} +inf and "
+                         f"{int(np.isneginf(row).sum())} -inf of {row.size} scores); check the model's logits")
+    cdf = np.cumsum(probs, axis=-1)
+    u = rng.random(scores.shape[0])[:, None] * cdf[:, -1:]                       # (B, 1)
+    return np.argmax(cdf > u, axis=-1)                                           # first index past u
+
+
+def _check_ids(ids, vocab_size):
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"ids must be an integer array of token ids (B, S), got dtype {ids.dtype}")
+    if ids.ndim != 2:
+        raise ValueError(f"ids must have shape (B, S) (one row per prompt; ids[None] for a single prompt), got "
+                         f"shape {ids.shape}")
+    if ids.shape[0] == 0:
+        raise ValueError(f"ids holds no prompt (shape {ids.shape}): pass at least one row (B >= 1)")
+    if ids.shape[1] == 0:
+        raise ValueError(f"ids is an empty prompt (shape {ids.shape}): generation needs at least one token per "
+                         "row to condition on (e.g. a start-of-sequence id)")
+    return ids.astype(np.int64)
+
+
+def _token_list(value, name, vocab_size):
+    if value is None:
+        return None
+    try:
+        values = [value] if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else list(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a token id or a list of ids, got {value!r}") from None
+    if not values:
+        raise ValueError(f"{name} must be a token id or a non-empty list of ids, got {value!r} (pass None for "
+                         "no such token)")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or (vocab_size and v >= vocab_size):
+            where = f"in [0, {vocab_size})" if vocab_size else ">= 0"
+            raise ValueError(f"{name} must be a token id (or a list of ids) {where}, got {value!r}")
+    return [int(v) for v in values]
+
+
+def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None, top_p=None, num_beams=1,
+             eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
+             use_cache=True, attention_mask=None):
+    """Continue the prompts ``ids`` (B, S) by up to ``max_new_tokens`` tokens, as ``transformers``' ``generate``.
+
+    Parameters
+    ----------
+    model : a model with the cached-forward protocol (module docstring), e.g. :class:`numpy_transformer.GPT`
+        Run in eval mode (dropout off) during generation; its mode is restored afterwards.
+    ids : ndarray (B, S), integer
+        One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
+        marked in ``attention_mask``.
+    max_new_tokens : int
+        Each prompt's real length + max_new_tokens must not exceed ``model.max_len`` (ValueError;
+        Hugging Face would warn and nanoGPT would crop the context: here it is a clear error).
+    do_sample : bool
+        False: greedy (``num_beams=1``) or beam search. True: sample from the filtered distribution.
+    temperature, top_k, top_p : sampling only
+        Applied in Hugging Face's order: logits / temperature, then top-k (the k largest, ties with the
+        k-th kept), then top-p (the smallest set of most likely tokens whose probability reaches
+        ``top_p``). ``top_k=None`` and ``top_p=None`` (or 1.0) filter nothing (Hugging Face's
+        ``GenerationConfig`` defaults ``top_k`` to 50). Setting them without ``do_sample`` raises.
+        ``temperature`` must be > 0; one so small that ``logits / temperature`` overflows (e.g. 1e-310)
+        gives its limit, the argmax (ties share the probability), where Hugging Face's division gives
+        inf and NaN probabilities. Logits that make no distribution (a NaN or +inf, or a row of -inf)
+        raise ValueError when sampling, as ``torch.multinomial`` does.
+    num_beams : int
+        > 1: beam search (sampling with beams is not implemented: ValueError).
+    eos_token_id : int or list of int, optional
+        A row that produced it (any id of the list) is finished: later positions get ``pad_token_id``;
+        generation stops when every row is finished (so the result may be shorter than S +
+        max_new_tokens). Beam search ranks ``max(2, 1 + len(eos)) * num_beams`` candidates per step, as
+        Hugging Face, and a finished hypothesis ends with the eos it produced. An empty list raises.
+    pad_token_id : int, optional
+        Default ``eos_token_id`` (as Hugging Face, which warns).
+    length_penalty : float
+        Beam search: a finished hypothesis scores ``sum of log-probs / L ** length_penalty``, L its
+        number of generated tokens including the eos (``transformers`` >= 4.36's ``BeamSearchScorer``).
+    early_stopping : {False, True, "never"}
+        Beam search, Hugging Face's meanings: True stops a prompt's search once ``num_beams``
+        hypotheses are finished; False (default) also stops when no live beam can still beat the worst
+        finished one under the heuristic bound ``best live sum / current length ** length_penalty``;
+        "never" uses the exact bound (the longest possible length when ``length_penalty > 0``).
+    seed : None, int or numpy.random.Generator
+        Sampling's random draws (one uniform per row and step): the same seed gives the same tokens.
+    use_cache : bool or None
+        Feed each new token through the KV cache (True; None means the default, True) or re-run the
+        whole sequence (False): the same tokens. Anything else (``"no"``, 0) raises TypeError.
+    attention_mask : ndarray (B, S) of 0/1, optional
+        Hugging Face's mask for prompts of unequal length: 1 = a real token, 0 = padding, which must
+        come first (**left** padding, as Hugging Face's decoder-only models expect; a 0 after a 1
+        raises ValueError, where Hugging Face only warns). Padded positions are never attended to
+        and each row's positions count from its first real token (``cumsum(attention_mask) - 1``),
+        so every row gets exactly the logits it gets alone, hence the same greedy and beam-search
+        tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
+        prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt (ValueError). Default: every token real.
+
+    Returns
+    -------
+    ndarray (B, S + generated), int64
+        The prompts (padding included) and their continuations.
+    """
+    max_len = getattr(model, "max_len", None)
+    vocab_size = getattr(model, "vocab_size", None)
+    ids = _check_ids(ids, vocab_size)
+    mask = None
+    if attention_mask is not None:
+        mask = check_attention_mask(attention_mask, ids.shape)
+        empty = np.flatnonzero(~mask.any(axis=1))
+        if len(empty):
+            raise ValueError(f"attention_mask row {int(empty[0])} is all 0: an empty prompt; generation needs at "
+                             "least one real token per row to condition on (e.g. a start-of-sequence id)")
+        if mask.all():
+            mask = None                       # nothing padded: the plain path, the same tokens
+    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
+    longest = ids.shape[1] if mask is None else int(mask.sum(axis=1).max())
+    if max_len is not None and longest >= max_len:
+        raise ValueError(f"ids: a prompt of {longest} tokens leaves no room for a new token within the model's "
+                         f"max_len (block_size) {max_len}: prompts may hold at most {max_len - 1} tokens")
+    if max_len is not None and longest + max_new_tokens > max_len:
+        raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {longest} tokens needs "
+                         f"{longest + max_new_tokens} positions, more than the model's max_len (block_size) "
+                         f"{max_len}; ask for at most {max_len - longest} new tokens")
+    temperature = check_number(temperature, "temperature", low=0, low_open=True)
+    if top_k is not None:
+        top_k = check_positive_int(top_k, "top_k")
+    if top_p is not None:
+        top_p = check_number(top_p, "top_p", low=0, high=1, low_open=True)
+    num_beams = check_positive_int(num_beams, "num_beams")
+    if not do_sample and (top_k is not None or (top_p is not None and top_p < 1) or temperature != 1.0):
+        raise ValueError("temperature, top_k and top_p shape the sampling distribution: pass do_sample=True "
+                         f"(got do_sample=False with temperature={temperature}, top_k={top_k}, top_p={top_p})")
+    if do_sample and num_beams > 1:
+        raise ValueError("do_sample=True with num_beams > 1 (beam sampling) is not implemented; use one of them")
+    eos = _token_list(eos_token_id, "eos_token_id", vocab_size)
+    pad = _token_list(pad_token_id, "pad_token_id", vocab_size)
+    pad = pad[0] if pad is not None else (eos[0] if eos is not None else 0)
+    if early_stopping not in (True, False, "never"):
+        raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
+    length_penalty = check_number(length_penalty, "length_penalty")
+    rng = as_generator(seed)
+    use_cache = _check_use_cache(use_cache)
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        step = _Stepper(model, use_cache, mask)
+        if num_beams > 1:
+            return _beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
+
+        def pick(scores):
+            if not do_sample:
+                return np.argmax(scores, axis=-1)
+            scores = _divide_by_temperature(scores, temperature)
+            if top_k is not None:
+                scores = top_k_filter(scores, top_k)
+            if top_p is not None and top_p < 1:
+                scores = top_p_filter(scores, top_p)
+            return sample_from_logits(scores, rng)
+        return _decode(step, ids, max_new_tokens, pick, eos, pad)
+    finally:
+        if hasattr(model, "train"):
+            model.train(was_training)
+
+
+def _divide_by_temperature(scores, temperature):
+    """``scores / temperature`` (B, V), Hugging Face's ``TemperatureLogitsWarper``, or where that division
+    overflows (a tiny temperature, e.g. 1e-310: ``1 / temperature`` is inf) its limit: each row shifted
+    by its maximum first, ``(scores - max) / temperature``, which has the same softmax, top-k and top-p
+    (all three are unchanged by adding a constant to a row) and cannot overflow: the maximum becomes 0
+    and every other score a finite negative number or -inf. So as the temperature goes to 0 sampling
+    becomes greedy (ties with the maximum share its probability), instead of Hugging Face's NaN
+    probabilities (inf / inf), which ``torch.multinomial`` refuses."""
+    with np.errstate(over="ignore"):
+        scaled = scores / temperature                                            # (B, V)
+    if (np.isfinite(scaled) | ~np.isfinite(scores)).all():
+        return scaled               # (NaN/inf logits are left for sample_from_logits to refuse)
+    with np.errstate(over="ignore"):
+        return (scores - scores.max(axis=-1, keepdims=True)) / temperature       # (B, V) the limit
+
+
+def _check_use_cache(use_cache):
+    """``use_cache`` True, False or None (the default, True, as Hugging Face's ``GenerationConfig``)."""
+    if use_cache is None:
+        return True
+    if not isinstance(use_cache, (bool, np.bool_)):
+        raise TypeError(f"use_cache must be a bool or None (True, the default: feed each new token through the KV "
+                        f"cache; False: re-run the whole sequence), got {use_cache!r} ({type(use_cache).__name__})")
+    return bool(use_cache)
+
+
+class _Stepper:
+    """The next-token scores (B, V) float64 of each row, with or without the cache; ``mask`` (B, S) bool
+    (True = real) for a left-padded batch, grown by one real column per generated token."""
+
+    def __init__(self, model, use_cache, mask=None):
+        self.model, self.use_cache, self.cache, self.mask = model, bool(use_cache), None, mask
+
+    def __call__(self, seq, new):
+        """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen)."""
+        kwargs = {}
+        if self.mask is not None:
+            grown = seq.shape[1] - self.mask.shape[1]                            # generated since the last call
+            self.mask = np.concatenate([self.mask, np.ones((seq.shape[0], grown), dtype=bool)], axis=1)
+            kwargs["attention_mask"] = self.mask                                 # (B, T), Hugging Face's way
+        if self.use_cache:
+            logits, self.cache = self.model(new, past_key_values=self.cache, use_cache=True, **kwargs)
+        else:
+            logits = self.model(seq, **kwargs)
+        return np.asarray(logits[:, -1], dtype=np.float64)                       # (B, V)
+
+    def repeat(self, k):
+        """Each row k times (beam search's B*K rows), before the first step."""
+        if self.mask is not None:
+            self.mask = np.repeat(self.mask, k, axis=0)                          # (B*K, S)
+
+    def reorder(self, rows):
+        if self.cache is not None:
+            self.cache.reorder_cache(rows)
+        if self.mask is not None:
+            self.mask = self.mask[rows]
+
+
+def _decode(step, ids, n, pick, eos, pad):
+    """Greedy or sampling: one token per row and step; finished rows (eos seen) continue with ``pad``."""
+    seq, new = ids, ids
+    unfinished = np.ones(ids.shape[0], dtype=bool)
+    for _ in range(n):
+        tok = pick(step(seq, new))                                               # (B,)
+        if eos is not None:
+            tok = np.where(unfinished, tok, pad)
+            unfinished &= ~np.isin(tok, eos)
+        new = tok[:, None].astype(np.int64)
+        seq = np.concatenate([seq, new], axis=1)                                 # (B, T+1)
+        if not unfinished.any():
+            break
+    return seq
+
+
+class _BeamHypotheses:
+    """A prompt's finished hypotheses: the ``num_beams`` best by ``sum_logprobs / L ** length_penalty``
+    (``transformers``' ``BeamHypotheses``)."""
+
+    def __init__(self, num_beams, length_penalty, early_stopping, max_new_tokens):
+        self.num_beams, self.length_penalty = num_beams, length_penalty
+        self.early_stopping, self.max_new_tokens = early_stopping, max_new_tokens
+        self.beams = []                     # (score, tokens)
+        self.worst_score = 1e9
+
+    def add(self, tokens, sum_logprobs, generated_len):
+        score = sum_logprobs / generated_len ** self.length_penalty
+        if len(self.beams) < self.num_beams or score > self.worst_score:
+            self.beams.append((score, tokens))
+            if len(self.beams) > self.num_beams:
+                ranked = sorted((s, i) for i, (s, _) in enumerate(self.beams))
+                del self.beams[ranked[0][1]]
+                self.worst_score = ranked[1][0]
+            else:
+                self.worst_score = min(score, self.worst_score)
+
+    def is_done(self, best_sum_logprobs, generated_len):
+        """Can no live beam beat the worst of ``num_beams`` finished hypotheses any more?"""
+        if len(self.beams) < self.num_beams:
+            return False
+        if self.early_stopping is True:
+            return True
+        if self.early_stopping == "never" and self.length_penalty > 0:
+            generated_len = self.max_new_tokens                  # the longest a live beam can get
+        return self.worst_score >= best_sum_logprobs / generated_len ** self.length_penalty
+
+
+def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
+    """Beam search, ``transformers``' algorithm: every step ranks the K*V continuations of a prompt's K
+    beams by summed log-probability and keeps the ``max(2, 1 + n_eos) * K`` best (``n_eos`` the number of
+    eos ids; Hugging Face's ``beams_to_keep``); an eos among the K best finishes a hypothesis, the K
+    best others continue. Each beam contributes at most ``n_eos`` eos continuations, so the kept ones
+    always hold K that are not an eos (2K, as older ``transformers``, falls short when several eos ids
+    rank high: the search would go on from filler rows). The per-prompt bookkeeping loops over B (not a
+    hot path: the model's forward over all B*K rows is)."""
+    b, s = ids.shape
+    seq = np.repeat(ids, k, axis=0)                                              # (B*K, S)
+    step.repeat(k)
+    beam_scores = np.zeros((b, k))
+    beam_scores[:, 1:] = -1e9                 # the K copies are one beam until the first step splits them
+    beam_scores = beam_scores.reshape(-1)                                        # (B*K,)
+    hyps = [_BeamHypotheses(k, length_penalty, early_stopping, n) for _ in range(b)]
+    keep = max(2, 1 + (0 if eos is None else len(set(eos)))) * k     # ranked candidates per prompt and step
+    done = np.zeros(b, dtype=bool)
+    new = seq
+    for _ in range(n):
+        logp = log_softmax(step(seq, new))                                       # (B*K, V)
+        v = logp.shape[-1]
+        cand = (logp + beam_scores[:, None]).reshape(b, k * v)                   # (B, K*V)
+        top = np.argsort(-cand, axis=-1, kind="stable")[:, :keep]                # (B, keep) best first
+        top_scores = np.take_along_axis(cand, top, axis=-1)
+        generated = seq.shape[1] + 1 - s      # tokens generated once this step's token is appended
+        next_scores, next_tokens = np.zeros((b, k)), np.full((b, k), pad, dtype=np.int64)
+        next_rows = np.repeat(np.arange(b)[:, None] * k, k, axis=1)              # (B, K) done prompts: row 0
+        for i in range(b):
+            if done[i]:
+                continue
+            j = 0
+            for rank in range(top.shape[1]):
+                token, score, row = top[i, rank] % v, top_scores[i, rank], i * k + top[i, rank] // v
+                if eos is not None and token in eos:
+                    if rank < k:                                  # an eos below the K best is dropped
+                        hyps[i].add(np.append(seq[row], token), score, generated)   # with its own eos
+                else:
+                    next_scores[i, j], next_tokens[i, j], next_rows[i, j] = score, token, row
+                    j += 1
+                if j == k:
+                    break
+            done[i] = hyps[i].is_done(top_scores[i, 0], generated)
+        rows = next_rows.reshape(-1)
+        beam_scores = next_scores.reshape(-1)
+        new = next_tokens.reshape(-1, 1)
+        seq = np.concatenate([seq[rows], new], axis=1)                           # (B*K, T+1)
+        step.reorder(rows)
+        if done.all():
+            break
+    for i in range(b):                        # the live beams of unfinished prompts compete too
+        if not done[i]:
+            for j in range(k):
+                hyps[i].add(seq[i * k + j], beam_scores[i * k + j], seq.shape[1] - s)
+    best = [max(h.beams, key=lambda e: e[0])[1] for h in hyps]
+    out = np.full((b, max(len(t) for t in best)), pad, dtype=np.int64)
+    for i, tokens in enumerate(best):         # a finished hypothesis ends with the eos it produced
+        out[i, :len(tokens)] = tokens
+    return out
+
