@@ -164,9 +164,27 @@ def test_a_full_disk_during_a_save_is_one_error_line(tmp_path, capsys, monkeypat
     assert main(["train", *ARGS, "--steps", "6", "--eval-every", "2", "--save", str(path)]) == 1
     err = capsys.readouterr().err
     step = 2 * failing_save
-    assert err == (f"error: cannot save the checkpoint {path} at step {step}: No space left on device; training "
-                   f"stopped; the previous checkpoint, {path} (step {step - 2}), is intact\n"), err
+    assert err == (f"error: cannot save the checkpoint {path} at step {step}: no space left on the device; "
+                   f"training stopped; the previous checkpoint, {path} (step {step - 2}), is intact\n"), err
     assert Trainer.resume(path).step == step - 2
+
+
+def test_a_full_disk_inside_the_atomic_write_is_said_once(tmp_path, capsys, monkeypatch):
+    """The real path of a full disk: atomic_write's fsync fails (CheckpointWriteError); the message names
+    the checkpoint and the cause once, exactly as docs/errors.md quotes it."""
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 3:                                  # the second save's file (the first: file, directory)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = tmp_path / "run.npz"
+    assert main(["train", *ARGS, "--steps", "6", "--eval-every", "2", "--save", str(path), "--no-log"]) == 1
+    assert capsys.readouterr().err == (f"error: cannot save the checkpoint {path} at step 4: no space left on the "
+                                       f"device; training stopped; the previous checkpoint, {path} (step 2), is "
+                                       f"intact\n")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,7 +275,7 @@ def test_a_resumed_run_keeps_every_setting_of_the_original(tmp_path, monkeypatch
     full = Trainer(TrainConfig(**dict(TINY, **options), steps=8))
     full.train()
     ck = load_checkpoint(path)
-    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": str(log)}
+    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": "custom.jsonl"}
     for name, v in full.model.state_dict().items():
         assert np.array_equal(ck.model_state[name], v), name
 
