@@ -12,12 +12,38 @@ imports.
 """
 
 import importlib as _importlib
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import sys as _sys
+import types as _types
 
-# Imported at once, not on first use: the function ``gradcheck`` shares its name with the subpackage
-# that defines it, and importing a subpackage (whoever does it) sets that attribute of the package;
-# binding the function here, after that import, keeps ``nt.gradcheck`` the function. (NumPy only.)
-from .gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
+TYPE_CHECKING = False      # typing.TYPE_CHECKING without importing typing (milliseconds at start-up, before
+                           # ``python -m numpy_transformer`` can handle Ctrl-C); type checkers take it as true
+
+
+class _Package(_types.ModuleType):
+    """This package's module type, for one name: ``nt.gradcheck`` is the function, imported on first use
+    like every other name (so that ``python -m numpy_transformer`` reaches its Ctrl-C handling before
+    NumPy loads). The function shares its name with the subpackage that defines it, and importing a
+    subpackage (whoever does it) sets that attribute of the package to the subpackage; the property's
+    setter ignores exactly that, so ``nt.gradcheck`` stays the function. Any other value set (a test's
+    monkeypatch) is kept, as for a plain attribute."""
+
+    @property
+    def gradcheck(self):
+        if "gradcheck" in self.__dict__:
+            return self.__dict__["gradcheck"]
+        return _importlib.import_module(".gradcheck", __name__).gradcheck
+
+    @gradcheck.setter
+    def gradcheck(self, value):
+        if not (isinstance(value, _types.ModuleType) and value.__name__ == f"{__name__}.gradcheck"):
+            self.__dict__["gradcheck"] = value
+
+    @gradcheck.deleter
+    def gradcheck(self):
+        self.__dict__.pop("gradcheck", None)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 __version__ = "0.1.0"
 
@@ -35,6 +61,7 @@ _NAMES = {
     "clip_grad_norm_": ".optim",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
     "CheckpointError": ".checkpoint", "CheckpointWriteError": ".checkpoint",
+    "gradcheck_module": ".gradcheck", "GradcheckResult": ".gradcheck", "GradcheckError": ".gradcheck",
 }
 _NAMES.update(dict.fromkeys([
     "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
@@ -45,7 +72,7 @@ _NAMES.update(dict.fromkeys([
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
 ], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES, "gradcheck", "gradcheck_module", "GradcheckResult", "GradcheckError"]
+__all__ = [*_SUBMODULES, *_NAMES, "gradcheck"]
 
 
 def __getattr__(name):
@@ -70,12 +97,13 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-if _TYPE_CHECKING:                            # what editors and type checkers see
+if TYPE_CHECKING:                            # what editors and type checkers see
     from . import amp, data, functional, generation, optim, tasks_seq2seq
     from ._trace import trace
     from .bleu import corpus_bleu
     from .checkpoint import CheckpointError, CheckpointWriteError
     from .gpt import GPT, GPTConfig, llama_config
+    from .gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
     from .loss import CrossEntropyLoss
     from .model import TransformerModel
     from .nn import (GELU, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
@@ -86,3 +114,5 @@ if _TYPE_CHECKING:                            # what editors and type checkers s
     from .optim import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
     from .seq2seq_model import Seq2SeqModel
+
+del TYPE_CHECKING
