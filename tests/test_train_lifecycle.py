@@ -420,14 +420,22 @@ def test_a_resumed_logs_trim_keeps_the_umask_permissions_and_removes_a_killed_tr
 STARTUP_LINES = ("interrupted while starting up, nothing done", "interrupted before the first step, nothing saved")
 
 
-@pytest.mark.parametrize("delay", [0.1, 0.2, 0.3, 0.5])
+@pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.3, 0.5])
 def test_ctrl_c_while_python_m_starts_is_one_documented_line(tmp_path, delay):
-    """From the package's first line on, a Ctrl-C is one documented line, never a traceback (before
-    that is the interpreter's own start-up: site and the installed packages' .pth files, ~0.05 s here)."""
-    proc = _spawn(tmp_path, "--steps", "100000", "--save", "x.npz")
+    """From the package's first line on, a Ctrl-C is one documented line, never a traceback. Before
+    that runs the interpreter's own start-up (site and the installed packages' .pth files: 0.05 s or
+    more on a loaded machine), where CPython itself reports a KeyboardInterrupt as a failed
+    ``init_import_site``; and CPython's importlib can swallow one in a module lock's weakref callback
+    ("Exception ignored in: <function _get_module_lock...>"), in which case the run just goes on."""
+    proc = _spawn(tmp_path, "--steps", "300", "--save", "x.npz")
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
+    if "init_import_site" in err:
+        assert "numpy_transformer/" not in err.replace("__editable___numpy_transformer", ""), err
+        return                                              # before any of our code
+    if "Exception ignored in: <function _get_module_lock" in err and proc.returncode == 0:
+        return                                              # CPython lost the signal; the run finished
     assert "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     assert last in STARTUP_LINES or re.fullmatch(r"interrupted at step \d+; checkpoint saved to x\.npz .*", last), err
