@@ -330,7 +330,7 @@ def test_a_full_disk_during_a_log_write_saves_the_step_and_says_one_line(tmp_pat
     if fail_at == 1:
         assert err == (f"error: cannot write the log {log}: no space left on the device; training stopped before "
                        f"the first step, nothing saved\n"), err
-        assert not path.exists()
+        assert not path.exists() and not log.exists()             # its own empty log is not left behind
         return
     # lines: start, train 1, train 2, val 2, train 3, train 4 (the 6th: fails after step 4's update)
     assert err == (f"error: cannot write the log {log}: no space left on the device; training stopped at step 4; "

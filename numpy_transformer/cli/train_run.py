@@ -384,6 +384,8 @@ class TrainRun:
             self.log = None
         step = self.trainer.step
         if step == self.start_step:
+            if self.new_log and os.path.exists(self.log_path):    # this run's own empty log: not left behind
+                os.unlink(self.log_path)
             print(f"error: {exc}; training stopped before the first step, nothing saved", file=sys.stderr)
             return 1
         target = self.save
