@@ -219,9 +219,9 @@ def load_checkpoint(path):
     configuration against the stored weights, its training configuration against the model
     configuration, and its step, batcher and generator states and run settings, so that a ``Trainer``
     can be built from it. A NaN/inf weight or optimizer state, or a negative Adam ``exp_avg_sq``, is
-    refused (naming the tensor): no training step leaves one. Stale temporary files of killed saves of ``path`` are removed. Raises FileNotFoundError for a
-    missing file and CheckpointError (naming the field, what it holds and what was expected) for
-    anything else that cannot be used.
+    refused (naming the tensor): no training step leaves one. Stale temporary files of killed saves
+    of ``path`` are removed. Raises FileNotFoundError for a missing file and CheckpointError (naming
+    the field, what it holds and what was expected) for anything else that cannot be used.
     """
     path = os.fspath(path)
     if not os.path.exists(path):

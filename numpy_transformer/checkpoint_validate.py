@@ -10,8 +10,9 @@ token embedding, ``num_layers`` the number of layers stored, ...) and against th
 training configuration against the model configuration, and the run's settings (``run``: the ``train``
 command's --eval-every, --log-every, --trace-every and its log, which must be the checkpoint's own:
 ``runlog.resolve_stored_log``); :func:`check_finite_state` refuses a NaN/inf weight or optimizer
-state and a negative Adam second moment (a state no training step can leave). Each refusal is a ``CheckpointError`` naming
-the field, what it holds and what was expected, raised before any model or data set is built.
+state and a negative Adam second moment (a state no training step can leave). Each refusal is a
+``CheckpointError`` naming the field, what it holds and what was expected, raised before any model
+or data set is built.
 """
 
 from __future__ import annotations

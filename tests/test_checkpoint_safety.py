@@ -254,12 +254,14 @@ TAMPERED = [
      r"directory .*, got '/tmp/review22/pwned\.jsonl'"),
     ("run.log up a directory", lambda a, extra, c, m: extra["run"].update(log="../x.jsonl"),
      r"run\.log must be .*, got '\.\./x\.jsonl'"),
-    ("run.log not a .jsonl", lambda a, extra, c, m: extra["run"].update(log="run.npz"), r"run\.log must be .*'run\.npz'"),
+    ("run.log not a .jsonl", lambda a, extra, c, m: extra["run"].update(log="run.npz"),
+     r"run\.log must be .*'run\.npz'"),
     ("a NaN weight", lambda a, extra, c, m: a["model/embed.weight"].__setitem__((0, 0), np.nan),
      r"model/embed\.weight holds 1 non-finite value\(s\) \(NaN or inf\) of 160"),
     ("an inf optimizer state", lambda a, extra, c, m: a["optim/state/2/exp_avg"].flat.__setitem__(0, np.inf),
      r"optim/state/2/exp_avg holds 1 non-finite value"),
-    ("a negative exp_avg_sq", lambda a, extra, c, m: a.update({"optim/state/0/exp_avg_sq": -1 - a["optim/state/0/exp_avg_sq"]}),
+    ("a negative exp_avg_sq",
+     lambda a, extra, c, m: a.update({"optim/state/0/exp_avg_sq": -1 - a["optim/state/0/exp_avg_sq"]}),
      r"optim/state/0/exp_avg_sq \(Adam's second moment, a mean of squares\) holds 160 negative value\(s\)"),
 ]
 

@@ -116,7 +116,8 @@ def register(subparsers):
     g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
     g.add_argument("--log", metavar="PATH", help="JSON-lines training log (default: next to the checkpoint, "
                    "run.npz -> run.log.jsonl; none without --save/--resume); --resume A appends to A's log, "
-                   "--resume A --save B writes B's own; an existing file is refused unless --force, a symbolic link always")
+                   "--resume A --save B writes B's own; an existing file is refused unless --force, a symbolic "
+                   "link always")
     g.add_argument("--no-log", action="store_true", help="write no training log")
     g.add_argument("--log-every", type=int, metavar="N",
                    help="log the training loss/accuracy/lr averaged over every N steps (default 1)")
