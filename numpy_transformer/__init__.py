@@ -12,7 +12,8 @@ imports.
 """
 
 import importlib as _importlib
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+TYPE_CHECKING = False      # typing.TYPE_CHECKING without importing typing (milliseconds at start-up, before
+                           # ``python -m numpy_transformer`` can handle Ctrl-C); type checkers take it as true
 
 __version__ = "0.1.0"
 
@@ -68,7 +69,7 @@ def __dir__():
     return sorted(set(globals()) | set(__all__))
 
 
-if _TYPE_CHECKING:                            # what editors and type checkers see
+if TYPE_CHECKING:                             # what editors and type checkers see
     from . import amp, functional, optim
     from .tasks import data, seq2seq as tasks_seq2seq
     from .models import generation
@@ -86,3 +87,5 @@ if _TYPE_CHECKING:                            # what editors and type checkers s
     from .optim import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
     from .models.seq2seq import Seq2SeqModel
+
+del TYPE_CHECKING

@@ -188,3 +188,38 @@ def test_scale_of_float32_and_float64_arrays_is_torchs_bit_for_bit(dtype):
         ours = GradScaler(init_scale=init_scale).scale(x)
         theirs = torch.amp.GradScaler("cpu", init_scale=init_scale).scale(torch.from_numpy(x)).numpy()
         assert ours.dtype == theirs.dtype == dtype and np.array_equal(ours, theirs)
+
+
+LOSSES = [3.0, 0.1, 1e-30, 65504.0, 3.0e38, -7.25, float("inf"), float("nan")]
+
+
+@pytest.mark.parametrize("init_scale", [2.0 ** 16, 1000.1, 3.0e38])
+@pytest.mark.parametrize("form", ["0-d array", "numpy scalar", "1-element array", "python number"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_scale_of_a_loss_follows_torchs_type_promotion_bit_for_bit(init_scale, form, dtype):
+    """A 0-d array and a NumPy scalar are torch's 0-dim tensors (float16 * the 0-dim float32 scale is
+    float32: 3 * 2**16 = 196608, not float16's inf); an n-d array keeps its dtype; a Python number (torch's
+    scale refuses one) is what torch makes of it, a float32 tensor (``torch.tensor(3.0)``)."""
+    torch_dtype = getattr(torch, np.dtype(dtype).name)
+    for loss in LOSSES:
+        with np.errstate(over="ignore"):
+            value = dtype(loss)
+        if form == "python number":
+            if dtype is not np.float64:
+                continue                                     # one Python float: tested once
+            x, t = loss, torch.tensor(loss)
+        elif form == "1-element array":
+            x = np.array([value])
+            t = torch.from_numpy(x.copy())
+        else:
+            x = np.array(value) if form == "0-d array" else value
+            t = torch.from_numpy(np.array(value))
+        ours = GradScaler(init_scale=init_scale).scale(x)
+        theirs = torch.amp.GradScaler("cpu", init_scale=init_scale).scale(t).numpy()
+        ours_arr = np.asarray(ours)
+        assert ours_arr.dtype == theirs.dtype and ours_arr.shape == theirs.shape, (loss, ours_arr.dtype, theirs.dtype)
+        assert np.array_equal(ours_arr, theirs, equal_nan=True), (loss, ours, theirs)
+        assert np.array_equal(np.signbit(ours_arr), np.signbit(theirs)) or np.isnan(theirs).all()
+        if form == "0-d array":
+            assert isinstance(ours, np.ndarray) and ours.ndim == 0
+    assert GradScaler().scale(np.array(3, np.float16)) == np.float32(196608.0)

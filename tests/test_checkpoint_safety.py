@@ -240,6 +240,29 @@ TAMPERED = [
     ("config num_val 10**12", lambda a, extra, c, m: c.update(num_val=10 ** 12),
      r"the task's data \(num_train \+ num_val rows of seq_len tokens\) would need about .* GiB to build, more "
      r"than this machine's"),
+    ("run.trace_every a string", lambda a, extra, c, m: extra["run"].update(trace_every="x"),
+     r"run\.trace_every must be an int >= 0, got 'x'"),
+    ("run.log_every 0", lambda a, extra, c, m: extra["run"].update(log_every=0), r"run\.log_every must be an int >= 1"),
+    ("run.eval_every -1", lambda a, extra, c, m: extra["run"].update(eval_every=-1),
+     r"run\.eval_every must be an int >= 0, got -1"),
+    ("run.eval_every a float", lambda a, extra, c, m: extra["run"].update(eval_every=2.5),
+     r"run\.eval_every must be an int >= 0, got 2\.5"),
+    ("run an unknown setting", lambda a, extra, c, m: extra["run"].update(steps_every=3),
+     r"run holds unknown settings \['steps_every'\]"),
+    ("run.log an absolute path elsewhere", lambda a, extra, c, m: extra["run"].update(log="/tmp/review22/pwned.jsonl"),
+     r"run\.log must be None, 'next-to-checkpoint', 'elsewhere' or the name of a \.jsonl file in the checkpoint's "
+     r"directory .*, got '/tmp/review22/pwned\.jsonl'"),
+    ("run.log up a directory", lambda a, extra, c, m: extra["run"].update(log="../x.jsonl"),
+     r"run\.log must be .*, got '\.\./x\.jsonl'"),
+    ("run.log not a .jsonl", lambda a, extra, c, m: extra["run"].update(log="run.npz"),
+     r"run\.log must be .*'run\.npz'"),
+    ("a NaN weight", lambda a, extra, c, m: a["model/embed.weight"].__setitem__((0, 0), np.nan),
+     r"model/embed\.weight holds 1 non-finite value\(s\) \(NaN or inf\) of 160"),
+    ("an inf optimizer state", lambda a, extra, c, m: a["optim/state/2/exp_avg"].flat.__setitem__(0, np.inf),
+     r"optim/state/2/exp_avg holds 1 non-finite value"),
+    ("a negative exp_avg_sq",
+     lambda a, extra, c, m: a.update({"optim/state/0/exp_avg_sq": -1 - a["optim/state/0/exp_avg_sq"]}),
+     r"optim/state/0/exp_avg_sq \(Adam's second moment, a mean of squares\) holds 160 negative value\(s\)"),
 ]
 
 

@@ -563,6 +563,16 @@ def test_cli_gradcheck_passes_every_op_and_module(gradcheck_cli, capsys):
     assert max(len(line) for line in out.splitlines()) <= 100, "the report is wider than 100 columns"
 
 
+def test_cli_gradcheck_shows_the_real_shape_of_an_untested_probability_target(gradcheck_cli, capsys):
+    """The '-' row of a probability target (no gradient) shows its shape, the input's: (5,), (2, 3, 3)."""
+    gradcheck_cli(["gradcheck", "--only", "probability targets"])
+    groups = _rows_by_case(capsys.readouterr().out)
+    assert len(groups) == 2
+    for rows in groups.values():
+        shapes = {line.split()[0]: line[line.index("("):line.index(")") + 1] for line in rows}
+        assert shapes["target"] == shapes["input"] != "()", rows
+
+
 def test_cli_gradcheck_fails_on_a_broken_op(gradcheck_cli, capsys, monkeypatch):
     monkeypatch.setattr(F, "softmax_backward", lambda dout, cache: cache.y * dout)   # row-sum term missing
     status = gradcheck_cli(["gradcheck", "--only", "softmax", "--only", "relu"])

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from numpy_transformer.training import runlog
 from numpy_transformer.training import trainer as training
 from numpy_transformer.training.checkpoint import load_checkpoint
 from numpy_transformer.cli import main
@@ -164,9 +165,27 @@ def test_a_full_disk_during_a_save_is_one_error_line(tmp_path, capsys, monkeypat
     assert main(["train", *ARGS, "--steps", "6", "--eval-every", "2", "--save", str(path)]) == 1
     err = capsys.readouterr().err
     step = 2 * failing_save
-    assert err == (f"error: cannot save the checkpoint {path} at step {step}: No space left on device; training "
-                   f"stopped; the previous checkpoint, {path} (step {step - 2}), is intact\n"), err
+    assert err == (f"error: cannot save the checkpoint {path} at step {step}: no space left on the device; "
+                   f"training stopped; the previous checkpoint, {path} (step {step - 2}), is intact\n"), err
     assert Trainer.resume(path).step == step - 2
+
+
+def test_a_full_disk_inside_the_atomic_write_is_said_once(tmp_path, capsys, monkeypatch):
+    """The real path of a full disk: atomic_write's fsync fails (CheckpointWriteError); the message names
+    the checkpoint and the cause once, exactly as docs/errors.md quotes it."""
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 3:                                  # the second save's file (the first: file, directory)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    path = tmp_path / "run.npz"
+    assert main(["train", *ARGS, "--steps", "6", "--eval-every", "2", "--save", str(path), "--no-log"]) == 1
+    assert capsys.readouterr().err == (f"error: cannot save the checkpoint {path} at step 4: no space left on the "
+                                       f"device; training stopped; the previous checkpoint, {path} (step 2), is "
+                                       f"intact\n")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,7 +276,7 @@ def test_a_resumed_run_keeps_every_setting_of_the_original(tmp_path, monkeypatch
     full = Trainer(TrainConfig(**dict(TINY, **options), steps=8))
     full.train()
     ck = load_checkpoint(path)
-    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": str(log)}
+    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": "custom.jsonl"}
     for name, v in full.model.state_dict().items():
         assert np.array_equal(ck.model_state[name], v), name
 
@@ -273,3 +292,171 @@ def test_resuming_into_another_save_path_does_not_take_over_an_existing_log(tmp_
     (tmp_path / "b.log.jsonl").unlink()
     assert main(["train", "--resume", str(a), "--save", str(b), "--steps", "3", "--quiet"]) == 0
     assert load_checkpoint(b).extra_json["step"] == 3 and load_checkpoint(a).extra_json["step"] == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# a log that cannot be written; whose log a resumed run writes
+# ------------------------------------------------------------------------------------------------
+
+class _FullDiskFile:
+    """A log file whose flush fails with ENOSPC from the ``fail_at``-th line on (a disk filling up)."""
+
+    def __init__(self, real, fail_at):
+        self.real, self.lines, self.fail_at = real, 0, fail_at
+
+    def write(self, text):
+        self.lines += 1
+        return self.real.write(text)
+
+    def flush(self):
+        if self.lines >= self.fail_at:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.real.flush()
+
+    @property
+    def closed(self):
+        return self.real.closed
+
+    def close(self):
+        self.real.close()
+
+
+@pytest.mark.parametrize("fail_at", [1, 6])                  # the "start" line; a "train" line mid-run
+def test_a_full_disk_during_a_log_write_saves_the_step_and_says_one_line(tmp_path, capsys, monkeypatch, fail_at):
+    real_open = runlog.RunLog._open
+    monkeypatch.setattr(runlog.RunLog, "_open", lambda self, mode: _FullDiskFile(real_open(self, mode), fail_at))
+    path, log = tmp_path / "run.npz", tmp_path / "run.log.jsonl"
+    assert main(["train", *ARGS, "--steps", "8", "--eval-every", "2", "--save", str(path)]) == 1
+    err = capsys.readouterr().err
+    if fail_at == 1:
+        assert err == (f"error: cannot write the log {log}: no space left on the device; training stopped before "
+                       f"the first step, nothing saved\n"), err
+        assert not path.exists() and not log.exists()             # its own empty log is not left behind
+        return
+    # lines: start, train 1, train 2, val 2, train 3, train 4 (the 6th: fails after step 4's update)
+    assert err == (f"error: cannot write the log {log}: no space left on the device; training stopped at step 4; "
+                   f"checkpoint saved to {path} (continue with --resume {path})\n"), err
+    _assert_checkpoint_is_run(path, 4)
+    monkeypatch.undo()
+    assert main(["train", "--resume", str(path), "--quiet"]) == 0          # and the run goes on, log and all
+    _assert_checkpoint_is_run(path, 8)
+    assert [e["step"] for e in read_log(log) if e["kind"] == "train"] == list(range(1, 9))
+
+
+def test_a_full_disk_for_the_log_and_the_checkpoint_keeps_the_previous_checkpoint(tmp_path, capsys, monkeypatch):
+    real_open, real_save = runlog.RunLog._open, training.save_checkpoint
+    monkeypatch.setattr(runlog.RunLog, "_open", lambda self, mode: _FullDiskFile(real_open(self, mode), 6))
+    calls = []
+
+    def save(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_save(*a, **k)
+    monkeypatch.setattr(training, "save_checkpoint", save)
+    path, log = tmp_path / "run.npz", tmp_path / "run.log.jsonl"
+    assert main(["train", *ARGS, "--steps", "8", "--eval-every", "2", "--save", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot write the log {log}: no space left on the device; training stopped at step 4; no checkpoint "
+        f"saved (no space left on the device); the previous checkpoint, {path} (step 2), is intact\n")
+    assert Trainer.resume(path).step == 2
+
+
+def test_resuming_into_another_checkpoint_never_writes_the_originals_log(tmp_path, capsys):
+    """--resume A --save B is another run: B's own log (B.log.jsonl), A's custom log untouched; a later
+    --resume A continues A's log from A's step, as before."""
+    a, b, custom = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "custom.jsonl"
+    assert main(["train", *ARGS, "--steps", "3", "--save", str(a), "--log", str(custom)]) == 0
+    before = custom.read_bytes()
+    assert main(["train", "--resume", str(a), "--save", str(b), "--steps", "6", "--quiet"]) == 0
+    assert custom.read_bytes() == before
+    b_log = read_log(tmp_path / "b.log.jsonl")
+    assert [e["step"] for e in b_log if e["kind"] == "train"] == [4, 5, 6] and b_log[0]["kind"] == "start"
+    assert load_checkpoint(b).extra_json["run"]["log"] == "next-to-checkpoint"
+    assert main(["train", "--resume", str(a), "--steps", "5", "--quiet"]) == 0
+    assert [e["step"] for e in read_log(custom) if e["kind"] == "train"] == [1, 2, 3, 4, 5]
+    assert [e["step"] for e in read_log(tmp_path / "b.log.jsonl") if e["kind"] == "train"] == [4, 5, 6]
+    capsys.readouterr()
+    assert main(["train", "--resume", str(a), "--save", str(b), "--force", "--log", str(custom), "--quiet"]) == 0
+    assert [e["kind"] for e in read_log(custom)][0] == "start"               # --force: replaced, not continued
+
+
+def test_a_log_outside_the_checkpoints_directory_is_named_again_on_resume(tmp_path, capsys):
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "logs").mkdir()
+    path, log = tmp_path / "ck" / "run.npz", tmp_path / "logs" / "run.jsonl"
+    assert main(["train", *ARGS, "--steps", "2", "--save", str(path), "--log", str(log)]) == 0
+    assert load_checkpoint(path).extra_json["run"]["log"] == "elsewhere"
+    capsys.readouterr()
+    assert main(["train", "--resume", str(path), "--steps", "3", "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: --resume: the log of {path} was written outside its directory, "
+                                       "which a checkpoint does not record; give --log PATH to continue it (or "
+                                       "--no-log)\n")
+    assert main(["train", "--resume", str(path), "--steps", "3", "--quiet", "--log", str(log)]) == 0
+    assert [e["step"] for e in read_log(log) if e["kind"] == "train"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_a_resumed_logs_trim_keeps_the_umask_permissions_and_removes_a_killed_trims_temp_file(tmp_path, umask):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()                                             # a process id no longer alive
+    path, log = tmp_path / "run.npz", tmp_path / "run.log.jsonl"
+    old = os.umask(umask)
+    try:
+        assert main(["train", *ARGS, "--steps", "2", "--save", str(path)]) == 0
+        stale = tmp_path / f".tmp-run.log.jsonl-{dead.pid}-abc123"
+        stale.write_text("half a log")
+        assert main(["train", "--resume", str(path), "--steps", "3", "--quiet"]) == 0
+    finally:
+        os.umask(old)
+    assert os.stat(log).st_mode & 0o777 == 0o666 & ~umask
+    assert not stale.exists()
+    assert [e["step"] for e in read_log(log) if e["kind"] == "train"] == [1, 2, 3]
+
+
+# ------------------------------------------------------------------------------------------------
+# Ctrl-C while python -m numpy_transformer starts
+# ------------------------------------------------------------------------------------------------
+
+STARTUP_LINES = ("interrupted while starting up, nothing done", "interrupted before the first step, nothing saved")
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.3, 0.5])
+def test_ctrl_c_while_python_m_starts_is_one_documented_line(tmp_path, delay):
+    """From the package's first line on, a Ctrl-C is one documented line, never a traceback. Before
+    that runs the interpreter's own start-up (site and the installed packages' .pth files: 0.05 s or
+    more on a loaded machine), where CPython itself reports a KeyboardInterrupt as a failed
+    ``init_import_site``; and CPython's importlib can swallow one in a module lock's weakref callback
+    ("Exception ignored in: <function _get_module_lock...>"), in which case the run just goes on."""
+    proc = _spawn(tmp_path, "--steps", "300", "--save", "x.npz")
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    if "init_import_site" in err:
+        assert "numpy_transformer/" not in err.replace("__editable___numpy_transformer", ""), err
+        return                                              # before any of our code
+    if "Exception ignored in: <function _get_module_lock" in err and proc.returncode == 0:
+        return                                              # CPython lost the signal; the run finished
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last in STARTUP_LINES or re.fullmatch(r"interrupted at step \d+; checkpoint saved to x\.npz .*", last), err
+
+
+def test_the_package_imports_nothing_before_the_clis_ctrl_c_handling():
+    """``import numpy_transformer`` loads no NumPy and no subpackage (``nt.gradcheck`` on first use, and it
+    stays the function after its subpackage ``numpy_transformer.study.gradcheck`` is imported)."""
+    code = ("import sys; before = set(sys.modules); import numpy_transformer as nt; "
+            "new = set(sys.modules) - before - {'numpy_transformer'}; assert not new, sorted(new); "
+            "import numpy_transformer.study.gradcheck.hygiene; "
+            "from numpy_transformer.study.gradcheck import gradcheck; assert nt.gradcheck is gradcheck")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ctrl_c_in_main_while_the_command_loads_says_starting_up(monkeypatch, capsys):
+    from numpy_transformer import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["train"]) == 130
+    assert capsys.readouterr().err == "interrupted while starting up, nothing done\n"

@@ -75,12 +75,17 @@ class GradScaler:
     def scale(self, outputs):
         """``outputs * scale``: a loss (number), a loss gradient (ndarray), or a list/tuple of them.
 
-        An array keeps its dtype, as torch's (the float32 scale is a 0-dim tensor there, which does not
-        promote): float32 and float64 arrays are multiplied by the scale in their own dtype; a float16
-        array is multiplied in float32 and rounded to float16 once, as torch's CPU kernel computes
-        float16 (so ``0.5 * 2**16`` is 32768, and only a product above float16's 65504 is inf; casting
-        the scale to float16 first would make the default 2**16 itself inf). Disabled: ``outputs``
-        unchanged.
+        The result's dtype is torch's, whose scale is a 0-dim float32 tensor and follows its type
+        promotion: an n-d array (``ndim >= 1``) keeps its dtype (a 0-dim tensor does not promote a
+        dimensioned one): float32 and float64 arrays are multiplied by the scale in their own dtype; a
+        float16 array is multiplied in float32 and rounded to float16 once, as torch's CPU kernel
+        computes float16 (so ``0.5 * 2**16`` is 32768, and only a product above float16's 65504 is
+        inf; casting the scale to float16 first would make the default 2**16 itself inf). A 0-d array
+        or a NumPy scalar (the usual shape of a loss) promotes with the scale as two 0-dim tensors do:
+        float16 gives float32 (``scale(np.array(3, np.float16))`` is 196608.0, not float16's inf),
+        float32 stays float32, float64 stays float64; a 0-d array stays a 0-d array. A Python number
+        (which torch's ``scale`` refuses) is taken as torch takes a Python number against a float32
+        tensor: the product is float32. Disabled: ``outputs`` unchanged.
         """
         if not self._enabled:
             return outputs
@@ -91,13 +96,16 @@ class GradScaler:
             if outputs.dtype.kind != "f":
                 raise TypeError(f"outputs must be a float array or number, got dtype {outputs.dtype}")
             with np.errstate(over="ignore"):          # an inf here is what unscale_ finds and step skips
+                if outputs.ndim == 0:                 # two 0-dim tensors: the wider dtype (float16 -> float32)
+                    return np.asarray(outputs * self._scale)
                 if outputs.dtype == np.float16:       # torch's float16 arithmetic: float32, rounded once
                     return (outputs.astype(np.float32) * self._scale).astype(np.float16)
                 return outputs * outputs.dtype.type(self._scale)
         if isinstance(outputs, (bool, np.bool_)) or not isinstance(outputs, (int, float, np.number)):
             raise TypeError(f"outputs must be a loss (number), an ndarray or a list/tuple of them, "
                             f"got {type(outputs).__name__}")
-        return outputs * self._scale
+        with np.errstate(over="ignore"):              # NumPy scalars as 0-d arrays; a Python number is float32
+            return outputs * self._scale
 
     def _state(self, optimizer):
         return self._per_optimizer.setdefault(id(optimizer), {"stage": READY, "found_inf": False})

@@ -140,14 +140,25 @@ def reader_gone():
     return 141
 
 
+#: Ctrl-C before the command starts (while its modules load): the same line as ``__main__``'s
+STARTING_UP = "interrupted while starting up, nothing done"
+#: Ctrl-C during a command that handles it no further (``train`` saves a checkpoint first and says so)
+INTERRUPTED = "interrupted; the command stopped"
+
+
 def main(argv=None):
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status (130 after
+    Ctrl-C: ``interrupted while starting up, nothing done`` while the command's modules load,
+    ``interrupted; the command stopped`` during a command that does not say more itself)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    started = False
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
+        started = True
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(INTERRUPTED if started else STARTING_UP, file=sys.stderr)
         return 130
     except BrokenPipeError:
         return reader_gone()

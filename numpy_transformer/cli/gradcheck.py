@@ -272,7 +272,8 @@ def _run_case(case, args, torch_side, torch_why, tol):
         rows[f"({h.name})"] = Row(case.name, f"({h.name})", (), fd_pass=False, fd_note=f"{case.name}: {h.describe()}")
     for name, why in res.skipped:
         if why == "the backward returned None":
-            rows[name] = Row(case.name, name, (), fd_note="no gradient")
+            shape = np.shape(case.inputs[name]) if isinstance(case, OpCase) else ()
+            rows[name] = Row(case.name, name, shape, fd_note="no gradient")
     if torch_side is None:
         for r in rows.values():
             r.t_note = torch_why

@@ -11,13 +11,15 @@ validation, for ``plot training``; ``--trace-every N`` traces every Nth step (``
 its health checks and logs its gradient norms by layer, for ``plot gradients``.
 
 A resumed run keeps every setting of the original (the configuration, --eval-every, --log-every,
---trace-every, the log). An existing --save checkpoint or log is another run's: refused unless
---force (or --resume of that run); a log that is a symbolic link is refused always. Ctrl-C,
+--trace-every, the log: --resume A continues A's log; --resume A --save B is another run, with
+B's own log). An existing --save checkpoint or log is another run's: refused unless --force (or
+--resume of that run); a log that is a symbolic link is refused always. Ctrl-C,
 SIGTERM and SIGHUP at any moment after the first step (the final evaluation and save included)
 finish the current step and save a checkpoint (without --save to TASK-interrupted.npz, or TASK-
 interrupted-2.npz, ... if that exists); status 128 + the signal's number (Ctrl-C: 130). A nan/inf
 loss stops the run with one error line (status 1), saving nothing over the last checkpoint; so
-does a failed save (a full disk).
+does a failed save (a full disk). A log that cannot be written (a full disk) stops the run with
+one error line after saving a checkpoint of the step done (status 1).
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from ..training.checkpoint import check_save_path
 from ..training.interrupts import exit_status, interrupt_signals
 from ..training.kinds import KINDS
 from ..optim import OPTIMIZERS
-from ..training.runlog import check_log_path, default_log_path
+from ..training.runlog import LOG_ELSEWHERE, check_log_path, default_log_path, resolve_stored_log
 from ..training.trainer import SCHEDULES, TrainConfig, Trainer
 from . import train_use
-from .train_run import NEXT_TO_CHECKPOINT, RUN_DEFAULTS, TrainRun, pause_for_tests
+from .train_run import RUN_DEFAULTS, TrainRun, pause_for_tests
 
 _D = TrainConfig()      # the defaults, for the help texts
 
@@ -113,8 +115,9 @@ def register(subparsers):
                         "largest difference seen; use --dtype float64 to watch agreement to rounding")
     g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
     g.add_argument("--log", metavar="PATH", help="JSON-lines training log (default: next to the checkpoint, "
-                   "run.npz -> run.log.jsonl; none without --save/--resume); a resumed run appends to its own; "
-                   "an existing file is refused unless --force, a symbolic link always")
+                   "run.npz -> run.log.jsonl; none without --save/--resume); --resume A appends to A's log, "
+                   "--resume A --save B writes B's own; an existing file is refused unless --force, a symbolic "
+                   "link always")
     g.add_argument("--no-log", action="store_true", help="write no training log")
     g.add_argument("--log-every", type=int, metavar="N",
                    help="log the training loss/accuracy/lr averaged over every N steps (default 1)")
@@ -159,21 +162,30 @@ def _same_file(a, b):
 
 
 def _log_path(args, save, stored):
-    """The log's path (None: no log) and whether it is the resumed run's own log (continued, not new)."""
+    """The log's path (None: no log) and whether it is the resumed run's own log (continued, not new).
+
+    Only a run resumed into its own checkpoint (``--resume A``, no other ``--save``) continues its
+    log; ``--resume A --save B`` is another run, whose log is B's own (``B.log.jsonl``, or ``--log``),
+    never A's. A log stored as outside the checkpoint's directory needs ``--log PATH`` again."""
     if args.no_log:
         return None, False
-    own = path = None
-    if args.resume:                            # the original run's choice (older checkpoints: next to it)
-        kept = stored.get("log", NEXT_TO_CHECKPOINT)
-        if kept == NEXT_TO_CHECKPOINT:
-            own, path = default_log_path(args.resume), default_log_path(save)
-        else:
-            own = path = kept
-    elif save:
-        path = default_log_path(save)
+    kept = stored.get("log", "next-to-checkpoint") if args.resume else "next-to-checkpoint"
+    into_itself = bool(args.resume) and _same_file(save, args.resume)
+    own = resolve_stored_log(args.resume, kept) if into_itself else None
     if args.log:
         path = args.log
-    return path, path is not None and own is not None and _same_file(path, own)
+    elif kept is None or not save:
+        return None, False                     # --no-log kept by the resumed run; nothing to log next to
+    elif not into_itself:
+        path = default_log_path(save)          # another run's checkpoint: a log of its own
+    elif own == LOG_ELSEWHERE:
+        raise ValueError(f"--resume: the log of {args.resume} was written outside its directory, which a "
+                         "checkpoint does not record; give --log PATH to continue it (or --no-log)")
+    else:
+        path = own
+    if own == LOG_ELSEWHERE:                   # the user names the log again: theirs to continue
+        return path, True
+    return path, own is not None and _same_file(path, own)
 
 
 def _start(args):
@@ -200,12 +212,12 @@ def _start(args):
     log_path, own_log = _log_path(args, save, stored)
     if log_path is not None:
         check_log_path(log_path, overwrite=args.force or own_log)       # a link or another run's log: refused
-    settings["log"] = (None if log_path is None else NEXT_TO_CHECKPOINT
-                       if save and _same_file(log_path, default_log_path(save)) else os.path.abspath(log_path))
+    settings["log"] = log_path                 # stored relative to each checkpoint written (runlog.stored_log)
+
     lockstep = None
     if args.check_torch:               # the twin starts from the weights and optimizer state now (resumed too)
         lockstep = trainer.add_callback(oracle.load("lockstep", purpose="--check-torch").Lockstep(trainer))
-    return TrainRun(args, trainer, settings, save, log_path, append_log=bool(args.resume), lockstep=lockstep)
+    return TrainRun(args, trainer, settings, save, log_path, append_log=own_log, lockstep=lockstep)
 
 
 def run_train(args):

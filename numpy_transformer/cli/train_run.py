@@ -11,8 +11,15 @@ How a run stops, and what it leaves:
   first. Before the first step: ``interrupted before the first step, nothing saved``.
 * the loss (or the clipped gradient norm) turns non-finite: ``error: training diverged ...``, nothing
   saved over the last checkpoint (whose weights are the last good ones); status 1.
-* a checkpoint cannot be written (a full disk): ``error: cannot save ...``; the previous checkpoint is
-  intact (saves are atomic); status 1.
+* a checkpoint cannot be written (a full disk): ``error: cannot save the checkpoint run.npz at step 400:
+  no space left on the device; training stopped; the previous checkpoint, run.npz (step 200), is
+  intact`` (saves are atomic); status 1.
+* the log cannot be written (a full disk): the run stops after the step it was in, saves a checkpoint
+  of that step (to ``--save``; its log line is what failed, so the log ends before it) and says
+  ``error: cannot write the log run.log.jsonl: no space left on the device; training stopped at step
+  57; checkpoint saved to run.npz (continue with --resume run.npz)`` (or why none could be saved);
+  status 1 (without ``--save``: to a fresh ``TASK-interrupted[-N].npz``). Before the first step:
+  ``...; training stopped before the first step, nothing saved``.
 """
 
 from __future__ import annotations
@@ -25,15 +32,15 @@ import numpy as np
 
 from ..utils.text import fit
 from ..training.checkpoint import CheckpointError
+from ..training.checkpoint_files import _NO_SPACE
 from ..training.interrupts import exit_status, signal_name, signals_blocked, signum_of
-from ..training.runlog import RunLog
+from ..training.runlog import NEXT_TO_CHECKPOINT, LogWriteError, RunLog, stored_log
 from ..training.trainer import TrainingDiverged
 
 __all__ = ["TrainRun", "RUN_DEFAULTS", "NEXT_TO_CHECKPOINT", "pause_for_tests", "claim_fresh_path"]
 
 # the command's own settings, stored in each checkpoint and kept by a resumed run unless given again
 RUN_DEFAULTS = {"eval_every": 200, "log_every": 1, "trace_every": 0}
-NEXT_TO_CHECKPOINT = "next-to-checkpoint"        # the stored "log" setting of a log at default_log_path(save)
 
 
 def pause_for_tests(phase: str) -> None:
@@ -58,8 +65,17 @@ def claim_fresh_path(stem: str, ext: str = ".npz") -> str:
             n += 1
 
 
+def _cause(exc) -> str:
+    """The reason a save failed, once: "no space left on the device" for ENOSPC, whether ``exc`` is the
+    OSError itself or the CheckpointWriteError made of it (whose own message names the path already)."""
+    if isinstance(exc, OSError):
+        inner = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        return _NO_SPACE.get(inner.errno) or inner.strerror or str(inner)
+    return str(exc)
+
+
 class SaveFailed(Exception):
-    """A checkpoint could not be written (``cause``: the OSError or CheckpointError)."""
+    """A checkpoint could not be written (``cause``: why, in a few words)."""
 
     def __init__(self, path, step, cause):
         super().__init__(f"cannot save the checkpoint {path} at step {step}: {cause}")
@@ -84,7 +100,8 @@ class TrainRun:
     args : argparse.Namespace
     trainer : Trainer
     settings : dict
-        ``RUN_DEFAULTS``' keys and ``log``, as they are stored in every checkpoint it writes.
+        ``RUN_DEFAULTS``' keys and ``log`` (the log's path, None for none), stored in every checkpoint
+        it writes (the log as ``runlog.stored_log`` of that checkpoint).
     save : str or None
         The checkpoint path (``--save``, else ``--resume``).
     log_path : str or None
@@ -125,6 +142,8 @@ class TrainRun:
             return self._stopped(self._diverged, exc)
         except SaveFailed as exc:
             return self._stopped(self._save_failed, exc)
+        except LogWriteError as exc:
+            return self._stopped(self._log_failed, exc)
 
     def _open_log(self):
         if self.log_path is None:
@@ -269,10 +288,9 @@ class TrainRun:
             if pause:
                 pause_for_tests(pause)
             try:
-                self.trainer.save(path, run=self.settings)
+                self.trainer.save(path, run=dict(self.settings, log=stored_log(self.log_path, path)))
             except (OSError, CheckpointError) as exc:        # a full disk: the previous checkpoint is intact
-                raise SaveFailed(path, self.trainer.step, exc.strerror if isinstance(exc, OSError)
-                                 and exc.strerror and not exc.filename else exc) from exc
+                raise SaveFailed(path, self.trainer.step, _cause(exc)) from exc
             self.last_checkpoint = (path, self.trainer.step)
 
     # -- how a run stops early --------------------------------------------------------------------------
@@ -283,7 +301,8 @@ class TrainRun:
         try:
             with signals_blocked():
                 self._close_bar()
-                self._log_window()
+                if handler != self._log_failed:
+                    self._log_quietly(self._log_window)
                 status = handler(exc)
         except KeyboardInterrupt:           # a signal that waited: everything is saved and said already
             pass
@@ -291,6 +310,16 @@ class TrainRun:
             if self.log is not None:
                 self.log.close()
         return status
+
+    def _log_quietly(self, write, *args, **fields):
+        """A last log line of a run that stops: a log that cannot take it (a full disk) is left as it is,
+        since the error that stops the run is the one to report."""
+        if self.log is None:
+            return
+        try:
+            write(*args, **fields)
+        except LogWriteError:
+            pass
 
     def _close_bar(self):
         if self.bar is not None:
@@ -309,7 +338,7 @@ class TrainRun:
             print(f"interrupted{by} before the first step, nothing saved{unchanged}", file=sys.stderr)
             return exit_status(exc)
         if self.log is not None:
-            self.log.write("interrupted", step, time=self.log.now(), signal=signal_name(signum))
+            self._log_quietly(self.log.write, "interrupted", step, time=self.log.now(), signal=signal_name(signum))
         msg = f"interrupted{by} at step {step}"
         if self.last_checkpoint is not None and self.last_checkpoint[1] == step and \
                 (self.save is None or self.last_checkpoint[0] == self.save):
@@ -330,7 +359,7 @@ class TrainRun:
 
     def _diverged(self, exc):
         if self.log is not None:
-            self.log.write("diverged", exc.step, loss=exc.loss, time=self.log.now())
+            self._log_quietly(self.log.write, "diverged", exc.step, loss=exc.loss, time=self.log.now())
         kept = ("" if self.last_checkpoint is None else
                 f", so {self.last_checkpoint[0]} keeps step {self.last_checkpoint[1]} (the last finite state)")
         print(f"error: {exc}; stopped without saving{kept}; try a smaller --lr (this run's is {self.c.lr:g})",
@@ -339,8 +368,38 @@ class TrainRun:
 
     def _save_failed(self, exc):
         if self.log is not None:
-            self.log.write("error", exc.step, message=str(exc), time=self.log.now())
-        kept = ("nothing was saved" if self.last_checkpoint is None else
+            self._log_quietly(self.log.write, "error", exc.step, message=str(exc), time=self.log.now())
+        print(f"error: {exc}; training stopped; {self._kept()}", file=sys.stderr)
+        return 1
+
+    def _kept(self):
+        return ("nothing was saved" if self.last_checkpoint is None else
                 "the previous checkpoint, {} (step {}), is intact".format(*self.last_checkpoint))
-        print(f"error: {exc}; training stopped; {kept}", file=sys.stderr)
+
+    def _log_failed(self, exc):
+        """The log cannot be written: stop, and save the step just done (the log ends before it), to
+        ``--save`` or, without it, to a fresh ``TASK-interrupted[-N].npz`` as an interrupted run does."""
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        step = self.trainer.step
+        if step == self.start_step:
+            if self.new_log and os.path.exists(self.log_path):    # this run's own empty log: not left behind
+                os.unlink(self.log_path)
+            print(f"error: {exc}; training stopped before the first step, nothing saved", file=sys.stderr)
+            return 1
+        target = self.save
+        if self.last_checkpoint != (self.save, step):
+            target = self.save or claim_fresh_path(f"{self.c.task}-interrupted")   # never over another file
+            try:
+                self._save(target)
+            except (SaveFailed, RuntimeError) as failed:
+                if not self.save:
+                    os.unlink(target)
+                cause = failed.cause if isinstance(failed, SaveFailed) else failed
+                print(f"error: {exc}; training stopped at step {step}; no checkpoint saved ({cause}); "
+                      f"{self._kept()}", file=sys.stderr)
+                return 1
+        print(f"error: {exc}; training stopped at step {step}; checkpoint saved to {target} (continue with "
+              f"--resume {target})", file=sys.stderr)
         return 1

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint_files import CheckpointError, CheckpointWriteError, atomic_write, remove_stale_temps, temp_prefix
-from .checkpoint_validate import check_model_config, check_model_memory, check_training_state, read_headers
+from .checkpoint_validate import (check_finite_state, check_model_config, check_model_memory, check_training_state,
+                                  read_headers)
 
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError", "CheckpointWriteError",
            "FORMAT", "VERSION"]
@@ -212,10 +213,11 @@ def load_checkpoint(path):
     Every array's header is checked before its data is read, and nothing is unpickled. A training
     checkpoint (one with a training ``config``, as ``train`` writes) is checked whole: its model
     configuration against the stored weights, its training configuration against the model
-    configuration, and its step, batcher and generator states, so that a ``Trainer`` can be built from
-    it. Stale temporary files of killed saves of ``path`` are removed. Raises FileNotFoundError for a
-    missing file and CheckpointError (naming the field, what it holds and what was expected) for
-    anything else that cannot be used.
+    configuration, and its step, batcher and generator states and run settings, so that a ``Trainer``
+    can be built from it. A NaN/inf weight or optimizer state, or a negative Adam ``exp_avg_sq``, is
+    refused (naming the tensor): no training step leaves one. Stale temporary files of killed saves
+    of ``path`` are removed. Raises FileNotFoundError for a missing file and CheckpointError (naming
+    the field, what it holds and what was expected) for anything else that cannot be used.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -280,6 +282,7 @@ def _read(path, npz, headers):
                 i, name = k[len("optim/state/"):].split("/", 1)
                 state.setdefault(int(i), {})[name] = npz[k]
         optim_state = {"state": state, "param_groups": json.loads(str(npz["optim/param_groups"]))}
+    check_finite_state(path, model_state, optim_state)
     extra_arrays = {k[len("extra/"):]: npz[k] for k in npz.files if k.startswith("extra/")}
     return Checkpoint(path, model_config, config, model_state, optim_type, optim_state, extra_arrays, extra_json,
                       model_kind)

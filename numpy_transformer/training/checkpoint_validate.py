@@ -7,8 +7,12 @@ unpickling) and a header whose declared size disagrees with the bytes the member
 a model configuration against the stored arrays that witness its sizes (``d_model`` is the width of the
 token embedding, ``num_layers`` the number of layers stored, ...) and against this machine's memory;
 :func:`check_training_state` checks what ``Trainer.save`` stores (step, batcher, generators) and the
-training configuration against the model configuration. Each refusal is a ``CheckpointError`` naming
-the field, what it holds and what was expected, raised before any model or data set is built.
+training configuration against the model configuration, and the run's settings (``run``: the ``train``
+command's --eval-every, --log-every, --trace-every and its log, which must be the checkpoint's own:
+``runlog.resolve_stored_log``); :func:`check_finite_state` refuses a NaN/inf weight or optimizer
+state and a negative Adam second moment (a state no training step can leave). Each refusal is a
+``CheckpointError`` naming the field, what it holds and what was expected, raised before any model
+or data set is built.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import zipfile
 
 import numpy as np
 
-__all__ = ["read_headers", "check_model_config", "check_model_memory", "check_memory", "check_training_state", "memory_bytes"]
+__all__ = ["read_headers", "check_model_config", "check_model_memory", "check_memory", "check_training_state",
+           "check_run_settings", "check_finite_state", "memory_bytes"]
 
 
 def _error(message):
@@ -206,6 +211,50 @@ def check_training_state(path, kind, model_config, config, extra_json, perm_shap
     scheduler = extra_json.get("scheduler")
     if scheduler is not None and not isinstance(scheduler, dict):
         raise _error(f"{path}: scheduler must be a scheduler state_dict (a JSON object), got {scheduler!r}")
+    check_run_settings(path, extra_json.get("run", {}))
+
+
+#: the ``train`` command's settings stored in ``run``: each one's least value
+_RUN_MINIMUM = {"eval_every": 0, "log_every": 1, "trace_every": 0}
+
+
+def check_run_settings(path, run):
+    """``run`` (``extra_json["run"]``) must map ``eval_every`` and ``trace_every`` to ints >= 0,
+    ``log_every`` to an int >= 1 (each optional), and ``log`` to the checkpoint's own log
+    (``runlog.resolve_stored_log``: never a path outside its directory)."""
+    from .runlog import resolve_stored_log
+    if not isinstance(run, dict):
+        raise _error(f"{path}: run must be a JSON object of the train command's settings, got {run!r}")
+    unknown = sorted(set(run) - set(_RUN_MINIMUM) - {"log"})
+    if unknown:
+        raise _error(f"{path}: run holds unknown settings {unknown} (expected {sorted(_RUN_MINIMUM) + ['log']})")
+    for name, least in _RUN_MINIMUM.items():
+        if name in run and (not _int(run[name]) or run[name] < least):
+            raise _error(f"{path}: run.{name} must be an int >= {least}, got {run[name]!r}")
+    if "log" in run:
+        try:
+            resolve_stored_log(path, run["log"])
+        except ValueError as exc:
+            raise _error(f"{path}: {exc}") from None
+
+
+def check_finite_state(path, model_state, optim_state):
+    """Every floating-point weight and optimizer state must be finite, and Adam's second moments
+    (``exp_avg_sq``, ``max_exp_avg_sq``) >= 0: a training step never leaves anything else (a
+    non-finite loss stops the run before its update), so such a file is damaged."""
+    named = [(f"model/{k}", v) for k, v in model_state.items()]
+    for i, s in sorted((optim_state or {}).get("state", {}).items()):
+        named += [(f"optim/state/{i}/{k}", v) for k, v in s.items()]
+    for name, v in named:
+        if isinstance(v, np.ndarray) and v.dtype.kind in "fc":
+            bad = ~np.isfinite(v)
+            if bad.any():
+                raise _error(f"{path}: {name} holds {int(bad.sum())} non-finite value(s) (NaN or inf) of "
+                             f"{v.size}; a saved training state is always finite: the checkpoint is damaged")
+            if name.rsplit("/", 1)[-1] in ("exp_avg_sq", "max_exp_avg_sq") and (v < 0).any():
+                raise _error(f"{path}: {name} (Adam's second moment, a mean of squares) holds "
+                             f"{int((v < 0).sum())} negative value(s), least {v.min()!r}; the checkpoint is "
+                             f"damaged")
 
 
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")

@@ -29,7 +29,18 @@ Non-finite numbers are written as ``null`` (standard JSON).
 
 Resuming from a checkpoint saved at step k first drops every line with ``step > k`` (written after
 that checkpoint by a run that then died), so the log reads as if the run had never stopped: the
-``train`` lines of a resumed run are exactly those of the uninterrupted run.
+``train`` lines of a resumed run are exactly those of the uninterrupted run. The trimmed log replaces
+the old one atomically and durably, as a checkpoint does (``checkpoint_files.atomic_write``: the
+permissions of any new file, ``0o666`` less the umask; fsynced; a temporary file left by a killed
+process removed by the next trim).
+
+A checkpoint stores where its run's log is (``run.log`` of ``extra_json``) as :data:`NEXT_TO_CHECKPOINT`
+(``run.npz`` -> ``run.log.jsonl``), as the file name of a ``.jsonl`` in the checkpoint's own directory,
+as :data:`LOG_ELSEWHERE` (a ``--log`` outside that directory, which is not recorded: ``--resume`` then
+needs ``--log PATH`` again), or as None (``--no-log``); :func:`stored_log` makes that value and
+:func:`resolve_stored_log` reads it back, refusing any other (a path elsewhere in a tampered file).
+
+A line that cannot be written (a full disk) raises :class:`LogWriteError`, naming the log and the cause.
 """
 
 from __future__ import annotations
@@ -37,10 +48,30 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 
-__all__ = ["RunLog", "read_log", "default_log_path", "LogPathError", "check_log_path"]
+from .checkpoint_files import _NO_SPACE, atomic_write
+
+__all__ = ["RunLog", "read_log", "default_log_path", "LogPathError", "LogWriteError", "check_log_path",
+           "NEXT_TO_CHECKPOINT", "LOG_ELSEWHERE", "stored_log", "resolve_stored_log"]
+
+NEXT_TO_CHECKPOINT = "next-to-checkpoint"    # the stored "log" of a log at default_log_path(checkpoint)
+LOG_ELSEWHERE = "elsewhere"                  # the stored "log" of a --log outside the checkpoint's directory
+
+
+class LogWriteError(OSError):
+    """A log line (or the trimmed log of a resumed run) could not be written: ``str()`` is one line
+    naming the log and the cause ("no space left on the device" for a full disk)."""
+
+    def __str__(self):
+        return str(self.strerror)
+
+
+def _log_write_error(path, exc: OSError) -> LogWriteError:
+    if isinstance(exc.__cause__, OSError):       # atomic_write's CheckpointWriteError: its own cause
+        exc = exc.__cause__
+    cause = _NO_SPACE.get(exc.errno) or exc.strerror or str(exc)
+    return LogWriteError(exc.errno, f"cannot write the log {path}: {cause}")
 
 
 class LogPathError(OSError):
@@ -64,6 +95,38 @@ def default_log_path(checkpoint_path):
     """``run.npz`` -> ``run.log.jsonl`` (next to the checkpoint)."""
     root, ext = os.path.splitext(os.fspath(checkpoint_path))
     return (root if ext == ".npz" else os.fspath(checkpoint_path)) + ".log.jsonl"
+
+
+def stored_log(log_path, checkpoint_path):
+    """What a checkpoint at ``checkpoint_path`` stores as its run's log: None (no log),
+    :data:`NEXT_TO_CHECKPOINT`, the file name of a ``.jsonl`` log in the checkpoint's directory, or
+    :data:`LOG_ELSEWHERE`."""
+    if log_path is None:
+        return None
+    log, ckpt = os.path.abspath(os.fspath(log_path)), os.path.abspath(os.fspath(checkpoint_path))
+    if log == os.path.abspath(default_log_path(ckpt)):
+        return NEXT_TO_CHECKPOINT
+    if os.path.dirname(log) == os.path.dirname(ckpt) and log.endswith(".jsonl"):
+        return os.path.basename(log)
+    return LOG_ELSEWHERE
+
+
+def resolve_stored_log(checkpoint_path, stored):
+    """The log path a checkpoint's stored ``run.log`` names (None: no log; :data:`LOG_ELSEWHERE` as it
+    is). Raises ValueError for anything :func:`stored_log` never writes: a path outside the checkpoint's
+    directory, or a file that is not ``.jsonl``. (An absolute path inside that directory, as older
+    checkpoints stored it, is read as its file name.)"""
+    if stored is None or stored == LOG_ELSEWHERE:
+        return stored
+    if stored == NEXT_TO_CHECKPOINT:
+        return default_log_path(checkpoint_path)
+    directory = os.path.dirname(os.path.abspath(os.fspath(checkpoint_path)))
+    name = os.path.basename(stored) if isinstance(stored, str) else ""
+    inside = isinstance(stored, str) and (stored == name or os.path.dirname(stored) == directory)
+    if not inside or not name.endswith(".jsonl") or name.startswith("."):
+        raise ValueError(f"run.log must be None, {NEXT_TO_CHECKPOINT!r}, {LOG_ELSEWHERE!r} or the name of a "
+                         f".jsonl file in the checkpoint's directory {directory}, got {stored!r}")
+    return os.path.join(directory, name)
 
 
 def _clean(value):
@@ -108,7 +171,8 @@ class RunLog:
         False: refuse (:class:`LogPathError`) to start a new log over an existing file.
 
     A symbolic link at ``path`` is refused (:class:`LogPathError`), never followed: the file is opened
-    with ``O_NOFOLLOW``.
+    with ``O_NOFOLLOW``. A log that cannot be written (the trim, or any line: a full disk) raises
+    :class:`LogWriteError`.
     """
 
     def __init__(self, path: str | os.PathLike, resume_step: int | None = None, overwrite: bool = True):
@@ -117,11 +181,11 @@ class RunLog:
         os.makedirs(directory, exist_ok=True)
         if resume_step is not None and os.path.exists(self.path):
             kept = [e for e in read_log(self.path) if int(e.get("step", 0)) <= resume_step]
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(self.path) + "-", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for e in kept:
-                    f.write(json.dumps(e) + "\n")
-            os.replace(tmp, self.path)
+            text = "".join(json.dumps(e) + "\n" for e in kept).encode("utf-8")
+            try:                          # umask permissions, fsync, stale temp files of a killed trim removed
+                atomic_write(self.path, lambda f: f.write(text))
+            except OSError as exc:
+                raise _log_write_error(self.path, exc) from exc
             self._f = self._open(os.O_APPEND)
         elif resume_step is not None:
             self._f = self._open(os.O_APPEND)
@@ -138,7 +202,7 @@ class RunLog:
         except OSError as exc:
             if os.path.islink(self.path):                         # planted between the check and the open
                 check_log_path(self.path)
-            raise exc
+            raise _log_write_error(self.path, exc) from exc
         return os.fdopen(fd, "a" if mode == os.O_APPEND else "w", encoding="utf-8")
 
     @staticmethod
@@ -148,13 +212,19 @@ class RunLog:
     def write(self, kind, step, **fields):
         entry = {"kind": kind, "step": int(step)}
         entry.update(_clean(fields))
-        self._f.write(json.dumps(entry, allow_nan=False) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(json.dumps(entry, allow_nan=False) + "\n")
+            self._f.flush()
+        except OSError as exc:                        # a full disk: say which file, and why
+            raise _log_write_error(self.path, exc) from exc
         return entry
 
     def close(self):
         if not self._f.closed:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:                          # its unwritten buffer: the error was raised already
+                pass
 
     def __enter__(self):
         return self
