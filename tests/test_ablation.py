@@ -1,6 +1,7 @@
 """``ablate``: every variant trains on the same data, seed and budget; the table and the picture."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -127,9 +128,8 @@ def test_list_shows_every_variant(capsys):
 @pytest.mark.slow
 def test_the_readme_ablation_table_is_what_its_command_prints(capsys):
     """The README's measured shift ablation: its command, run, prints the figures of the README's table
-    (all but the wall time) for every variant (8 variants x 3 seeds x 600 steps: minutes on 2 cores)."""
-    import re
-
+    (all but the wall time) for every variant (8 variants x 3 seeds x 600 steps: minutes on 2 cores):
+    the parameter counts exactly, each mean within its quoted spread, the steps to 99% (below)."""
     import _readme
     command = next(c for c in _readme.shell_commands() if c[3:4] == ["ablate"] and "--eval-every" in c)
     ns = build_parser(command[3:]).parse_args(command[3:] + ["--no-plot", "--quiet"])
@@ -143,5 +143,39 @@ def test_the_readme_ablation_table_is_what_its_command_prints(capsys):
     assert [q["variant"].split(" (")[0] for q in quoted] == list(measured) == ns.variants.split(",")
     for q in quoted:
         got = measured[q["variant"].split(" (")[0]]
-        for column in ("params", "val loss", "token acc %", "seq acc %", "steps to 99%"):
-            assert got[column] == q[column], (q["variant"], column, got[column], q[column])
+        assert got["params"] == q["params"], (q["variant"], got["params"], q["params"])
+        for column in ("val loss", "token acc %", "seq acc %"):
+            assert within_spread(got[column], q[column]), (q["variant"], column, got[column], q[column])
+        assert steps_agree(got["steps to 99%"], q["steps to 99%"]), (q["variant"], got["steps to 99%"],
+                                                                      q["steps to 99%"])
+
+
+def _mean_std(cell):
+    mean, std = cell.split("±")
+    decimals = len(mean.strip().partition(".")[2])
+    return float(mean), float(std), 10.0 ** -decimals
+
+
+def within_spread(measured, quoted):
+    """A "mean ± std" over the seeds holds when the measured mean lies within the quoted spread: the
+    larger of the two standard deviations, and at least one unit of the last digit printed. Results are
+    not bit-identical across BLAS builds (summation order), so the last digit of a mean or a std over
+    three seeds moves; a mean outside that band is a different result."""
+    m, s, unit = _mean_std(measured)
+    qm, qs, _ = _mean_std(quoted)
+    return abs(m - qm) <= max(s, qs, unit) + 1e-12
+
+
+def steps_agree(measured, quoted):
+    """"400 (3/3)": the step at which the mean reaches 99% and how many seeds do. Where every seed or
+    none reaches 99% the cell must match exactly; where only some do (a knife-edge, as the README says),
+    the count must still be neither all nor none."""
+    def parse(cell):
+        m = re.fullmatch(r"(\d+|never) \((\d+)/(\d+)\)", cell.strip())
+        assert m, cell
+        return m.group(1), int(m.group(2)), int(m.group(3))
+    step, k, n = parse(measured)
+    q_step, q_k, q_n = parse(quoted)
+    if q_k in (0, q_n):
+        return (step, k, n) == (q_step, q_k, q_n)
+    return n == q_n and 0 < k < n
