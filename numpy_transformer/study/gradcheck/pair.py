@@ -9,7 +9,7 @@ import numpy as np
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
 from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
                       _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckError, GradcheckResult, _check_flag
+from .result import GradcheckResult, _check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 
 __all__ = ["gradcheck"]
@@ -203,8 +203,4 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     res = GradcheckResult(checks, eps, atol, rtol, seed if not isinstance(seed, np.random.Generator) else
                           "Generator", skipped, title=f"gradcheck {getattr(forward_fn, '__name__', 'forward')}",
                           hygiene=hygiene, fast_mode=bool(fast_mode))
-    if verbose:
-        print(res)
-    if raise_exception and not res.passed:
-        raise GradcheckError(str(res))
-    return res
+    return conclude(res, verbose, raise_exception)

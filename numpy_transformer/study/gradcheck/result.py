@@ -233,3 +233,13 @@ class GradcheckResult:
         if not self.passed:
             raise GradcheckError(str(self))
         return self
+
+
+def conclude(res, verbose, raise_exception):
+    """A checker's last step: print the report when ``verbose``, raise :class:`GradcheckError` with it when
+    ``raise_exception`` and the check failed, else return it."""
+    if verbose:
+        print(res)
+    if raise_exception and not res.passed:
+        raise GradcheckError(str(res))
+    return res
