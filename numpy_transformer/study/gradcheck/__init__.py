@@ -71,7 +71,7 @@ True
 """
 
 from .hygiene import GradcheckPrecisionWarning
-from .module import _active_dropouts, _input_names, gradcheck_module, module_input_grads
+from .module import _active_dropouts, forward_input_names, gradcheck_module, module_input_grads
 from .numeric import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, directional_derivative, numerical_gradient
 from .pair import _match_grads, gradcheck
 from .result import GradcheckError, GradcheckResult, HygieneCheck, TensorCheck
@@ -80,5 +80,5 @@ from .upstream import UPSTREAM_SPAWN_KEY, checker_rng, upstream_gradient
 __all__ = ["gradcheck", "gradcheck_module", "GradcheckResult", "TensorCheck", "GradcheckError",
            "numerical_gradient", "DEFAULT_EPS", "DEFAULT_ATOL", "DEFAULT_RTOL", "GradcheckPrecisionWarning",
            "HygieneCheck", "directional_derivative", "module_input_grads", "upstream_gradient", "checker_rng",
-           "UPSTREAM_SPAWN_KEY"]
-_ = (_active_dropouts, _input_names, _match_grads)          # the old single module's private names, still importable
+           "UPSTREAM_SPAWN_KEY", "forward_input_names"]
+_ = (_active_dropouts, _match_grads)          # the old single module's private names, still importable

@@ -9,13 +9,15 @@ import numpy as np
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
 from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
                       _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult, _check_flag, conclude
+from .result import GradcheckResult, check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 
-__all__ = ["gradcheck_module", "module_input_grads"]
+__all__ = ["gradcheck_module", "module_input_grads", "forward_input_names"]
 
 
-def _input_names(module, n):
+def forward_input_names(module, n):
+    """The names of ``module.forward``'s first ``n`` positional parameters (``input0``, ``input1`` ... when
+    it has fewer): what a report calls the inputs."""
     try:
         params = [p.name for p in inspect.signature(module.forward).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -131,7 +133,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     >>> res.passed, len(res.checks)        # the input and the 12 parameters
     (True, 13)
     """
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     forward_kwargs = dict(forward_kwargs or {})
     all_params = list(module.named_parameters())
     not64 = [(n, p.dtype) for n, p in all_params if p.dtype != np.float64]
@@ -148,7 +150,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
         if unknown:
             raise ValueError(f"params names {unknown} that the module does not have; it has {sorted(known)}")
         chosen = [(n, p) for n, p in all_params if n in wanted]
-    names = list(input_names) if input_names is not None else _input_names(module, len(inputs))
+    names = list(input_names) if input_names is not None else forward_input_names(module, len(inputs))
     if len(names) != len(inputs):
         raise ValueError(f"input_names has {len(names)} entries but there are {len(inputs)} inputs")
     warn_not_float64(zip(names, inputs), "gradcheck_module")

@@ -9,7 +9,7 @@ import numpy as np
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
 from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
                       _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult, _check_flag, conclude
+from .result import GradcheckResult, check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 
 __all__ = ["gradcheck"]
@@ -142,7 +142,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     >>> res.passed, res["x"].max_rel_err < 1e-6
     (True, True)
     """
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     if isinstance(inputs, Mapping):
         names = list(inputs)
         positional = False

@@ -41,10 +41,10 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from numpy_transformer.study.gradcheck import _input_names, checker_rng, module_input_grads, upstream_gradient
-from numpy_transformer.study.gradcheck.result import _check_flag
+from numpy_transformer.study.gradcheck import checker_rng, forward_input_names, module_input_grads, upstream_gradient
+from numpy_transformer.study.gradcheck.result import check_flag
 
-from .check_report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
+from .report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
 
 __all__ = ["check_against_torch", "check_against_torch_module", "TorchCheckResult", "TorchCheckError", "Comparison",
            "TOL"]
@@ -213,7 +213,7 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype=np.float64, *
     if not isinstance(inputs, Mapping):
         raise TypeError(f"inputs must be a dict name -> value (the keyword arguments of forward and torch_fn), "
                         f"got {type(inputs).__name__}")
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     dtype = _check_dtype(dtype)
     rng, rtol, atol, seed_label = _options(seed, rtol, atol, dtype)
     names = list(inputs)
@@ -328,10 +328,10 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
     dtypes = {np.dtype(p.dtype) for _, p in params}
     if len(dtypes) != 1:
         raise TypeError(f"our_module must have parameters of one float dtype, got {sorted(map(str, dtypes))}")
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     dtype = _check_dtype(dtypes.pop(), "our_module's dtype")
     rng, rtol, atol, seed_label = _options(seed, rtol, atol, dtype)
-    names = list(input_names) if input_names is not None else _input_names(our_module, len(inputs))
+    names = list(input_names) if input_names is not None else forward_input_names(our_module, len(inputs))
     if len(names) != len(inputs):
         raise ValueError(f"input_names has {len(names)} entries but there are {len(inputs)} inputs")
     forward_kwargs = dict(forward_kwargs or {})
@@ -384,4 +384,4 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
     return _finish(result, verbose, raise_exception)
 
 
-_ = (Comparison, TorchCheckError)           # re-exported for ``from reference_torch.check_user import ...``
+_ = (Comparison, TorchCheckError)           # re-exported for ``from reference_torch.check.user import ...``
