@@ -8,6 +8,7 @@ import numpy as np
 
 from ..utils.text import WIDTH, fit
 from ..training.checkpoint import load_checkpoint
+from ..training.kinds import model_from_checkpoint
 from ..tasks.data import EOS, FIRST_TOKEN, PAD
 from ..training.trainer import checkpoint_config
 from . import parse_tokens
@@ -38,7 +39,7 @@ def _error(msg):
 def _load(path):
     ckpt = load_checkpoint(path)
     config = checkpoint_config(ckpt)
-    return ckpt, config, ckpt.build_model()
+    return ckpt, config, model_from_checkpoint(ckpt)
 
 
 def run_predict(args):
