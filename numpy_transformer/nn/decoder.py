@@ -26,7 +26,7 @@ from ..utils.checks import as_generator, check_float_input, check_grad, check_ma
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
-from .kv_cache import KVCache, cached_attention
+from .kv_cache import KVCache, cached_attention, resolve_use_cache
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
@@ -69,19 +69,6 @@ def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype
     tgt_kpm = check_mask(tgt_kpm, "tgt_key_padding_mask", [(s,) if unbatched else (b, s)], dtype)
     memory_kpm = check_mask(memory_kpm, "memory_key_padding_mask", [(t,) if unbatched else (b, t)], dtype)
     return tgt, memory, (tgt_mask, memory_mask, tgt_kpm, memory_kpm), (b, s, t)
-
-
-def _cache_mode(past_key_values, use_cache):
-    """``use_cache`` resolved as the GPT model does (True when ``past_key_values`` is given); checked."""
-    if use_cache is None:
-        use_cache = past_key_values is not None
-    if past_key_values is not None and not use_cache:
-        raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
-                         "continue the cache, or past_key_values=None for a full forward")
-    if past_key_values is not None and not isinstance(past_key_values, KVCache):
-        raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
-                        f"got {type(past_key_values).__name__}")
-    return bool(use_cache)
 
 
 def _check_cached_call(masks, memory_is_causal, cache, b, t):
@@ -191,7 +178,7 @@ class TransformerDecoderLayer(Module):
         (not in torch), returning ``(out, past_key_values)``: as :meth:`TransformerDecoder.forward`, for
         this one layer (slots 0 and ``("cross", 0)``).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
         x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
                                                          self.batch_first, self.dtype)
@@ -385,7 +372,7 @@ class TransformerDecoder(Module):
         masks, so the outputs differ from the full forward's); ``backward`` after a cached forward
         raises RuntimeError (the module stays usable).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         layer = self.layers[0]
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
         x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,

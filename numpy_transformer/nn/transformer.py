@@ -16,6 +16,7 @@ from ..utils.checks import as_generator, check_float_input, check_grad, check_ma
 from ._init import _dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
+from .kv_cache import cached_attention
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
@@ -123,6 +124,20 @@ class TransformerEncoderLayer(Module):
         if unbatched:
             return x[0]
         return x if self.batch_first else np.swapaxes(x, 0, 1)
+
+    def forward_cached(self, x, cache, slot, src_key_padding_mask=None):
+        """Inference: the layer on the new positions x (B, S, D) (batch first), causal self-attention
+        through ``cache`` (:func:`~numpy_transformer.nn.kv_cache.cached_attention`), pre-LN and post-LN
+        alike; ``src_key_padding_mask`` (B, P+S): True = a padded position, never attended to. Nothing
+        is saved for a backward."""
+        def attend(h):
+            return self.dropout1(cached_attention(self.self_attn, h, cache, slot,
+                                                  key_padding_mask=src_key_padding_mask))
+        if self.norm_first:
+            x = x + attend(self.norm1(x))
+            return x + self._ff_block(self.norm2(x))                             # (B, S, D)
+        x = self.norm1(x + attend(x))
+        return self.norm2(x + self._ff_block(x))                                 # (B, S, D)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         out, _ = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
