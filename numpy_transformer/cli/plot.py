@@ -234,12 +234,12 @@ def _seq2seq_input(args, ckpt, model):
     from ..tasks import seq2seq as s2s
     from ..training.kinds import get_kind
     from ..training.trainer import checkpoint_config
-    from .train_use import _parse_source
+    from .train_use import parse_source
     c = checkpoint_config(ckpt)
     kind = get_kind("seq2seq")
     data = kind.make_data(c)
     if args.tokens:
-        src = np.array([_parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
+        src = np.array([parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
         what = "given source"
     else:
         k, what = _held_out(args, len(data.val_src))

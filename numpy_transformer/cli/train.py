@@ -58,7 +58,7 @@ def _choices(attr):
     return "; ".join([_or(common)] + extras)
 
 
-def _add_config_options(p):
+def add_config_options(p):
     """Every TrainConfig field as an option defaulting to None (= the config default, or the checkpoint's)."""
     g = p.add_argument_group("task")
     g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position), seq2seq "
@@ -115,7 +115,7 @@ def register(subparsers):
     p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort; seq2seq: "
                               "reverse, dedup_sort, translate; gpt: addition)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_config_options(p)
+    add_config_options(p)
     g = p.add_argument_group("run")
     g.add_argument("--eval-every", type=int, help="validate (and save) every N steps (default 200; 0 = only at "
                    "the end; a resumed run keeps the original's)")
@@ -151,7 +151,7 @@ def _error(msg):
     return 2
 
 
-def _given(args):
+def given_options(args):
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     out = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if "betas" in out:
@@ -205,7 +205,7 @@ def _log_path(args, save, stored):
 
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
-    given = _given(args)
+    given = given_options(args)
     _checked_settings(args, {})                          # refuse bad values before any work
     for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
         if path:                                         # refuse a path that cannot be written before training

@@ -86,7 +86,7 @@ def run_predict(args):
     return 0
 
 
-def _parse_source(text, seq_len, vocab_size):
+def parse_source(text, seq_len, vocab_size):
     """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
     from ..tasks.seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
     try:
@@ -109,7 +109,7 @@ def _predict_seq2seq(args, c, model):
     try:
         data = kind.make_data(c)
         if args.tokens:
-            src = np.array([_parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
+            src = np.array([parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
         else:
             if args.random is not None and args.random <= 0:
                 raise ValueError(f"--random must be a positive number of examples, got {args.random}")
