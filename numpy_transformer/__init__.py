@@ -42,6 +42,7 @@ _NAMES.update(dict.fromkeys([
     "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache", "CrossEntropyLoss",
     "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
+    "eval_mode",
 ], ".nn"))
 
 __all__ = [*_SUBMODULES, *_NAMES]
@@ -83,7 +84,7 @@ if TYPE_CHECKING:                             # what editors and type checkers s
                      LearnedPositionalEmbedding, Linear, Module, ModuleList, MultiheadAttention, Parameter,
                      PositionalEncoding, RelativePositionBias, ReLU, RMSNorm, RotaryEmbedding, SiLU, SwiGLU,
                      TokenEmbedding, Transformer, TransformerBlock, TransformerDecoder, TransformerDecoderLayer,
-                     TransformerEncoder, TransformerEncoderLayer, dropout_masks, sinusoidal_table)
+                     TransformerEncoder, TransformerEncoderLayer, dropout_masks, eval_mode, sinusoidal_table)
     from .optim import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
     from .models.seq2seq import Seq2SeqModel

@@ -18,6 +18,7 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
 
 * ``module.py`` — :class:`Parameter`, :class:`Module` (registration, ``_save``/``_take``, ``state_dict``,
   the hooks' calls), :class:`ModuleList`, :class:`IncompatibleKeys`.
+* ``modes.py`` — :func:`eval_mode` (eval mode for a ``with`` block, each submodule's mode restored).
 * ``hooks.py`` — what the modules report (outputs, gradients, attention's intermediates) to whoever
   subscribes in the calling thread (``nt.trace``); the core imports nothing above it.
 * ``loss.py`` — :class:`CrossEntropyLoss` (torch's ``nn.CrossEntropyLoss`` over ``F.cross_entropy_*``).
@@ -53,6 +54,7 @@ from .loss import CrossEntropyLoss
 from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
                      sinusoidal_table)
 from .module import IncompatibleKeys, Module, ModuleList, Parameter
+from .modes import eval_mode
 from .norms import LayerNorm, RMSNorm
 from .rotary import RotaryEmbedding
 from .position_bias import RelativePositionBias
@@ -70,3 +72,4 @@ __all__ += ["RotaryEmbedding"]
 __all__ += ["RelativePositionBias"]
 __all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]
 __all__ += ["CrossEntropyLoss"]
+__all__ += ["eval_mode"]

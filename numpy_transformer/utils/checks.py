@@ -160,6 +160,22 @@ def check_ids(ids, name, num_embeddings):
     return ids
 
 
+def check_token_batch(ids, name="ids", vocab_size=None, shape_doc="(B, S)"):
+    """A batch of token ids ``(B, S)``, the one check every model and ``generate`` make of their ids: an
+    integer array (TypeError), two axes and a non-empty batch and sequence (ValueError), and, given
+    ``vocab_size``, every id in ``[0, vocab_size)`` (IndexError, :func:`check_ids`). ``shape_doc`` is the
+    shape the shape error names. Returns ``ids`` as an array; sequence-length limits stay the model's."""
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array of token ids, got dtype {ids.dtype}")
+    if ids.ndim != 2:
+        raise ValueError(f"{name} must have shape {shape_doc}, got shape {ids.shape}")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} must have a non-empty batch and sequence, got shape {ids.shape}")
+    return ids if vocab_size is None else check_ids(ids, name, vocab_size)
+
+
 def check_mask(mask, name, shapes, dtype):
     """A mask that is bool or float and has one of the allowed ``shapes``; float masks take ``dtype``."""
     if mask is None:
