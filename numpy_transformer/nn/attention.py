@@ -12,7 +12,7 @@ from . import hooks
 from .. import functional as F
 from ..utils.checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
                             check_probability)
-from ._init import _dtype_of, _xavier_normal, _xavier_uniform
+from ._init import dtype_of, xavier_normal, xavier_uniform
 from .layers import Linear
 from .module import Module, Parameter
 
@@ -74,26 +74,26 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.dropout = check_probability(dropout)
         self.batch_first = bool(batch_first)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         d = embed_dim
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(_xavier_uniform(rng, (3 * d, d), self.dtype))
+            self.in_proj_weight = Parameter(xavier_uniform(rng, (3 * d, d), self.dtype))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         else:
             self.register_parameter("in_proj_weight", None)
-            self.q_proj_weight = Parameter(_xavier_uniform(rng, (d, d), self.dtype))
-            self.k_proj_weight = Parameter(_xavier_uniform(rng, (d, self.kdim), self.dtype))
-            self.v_proj_weight = Parameter(_xavier_uniform(rng, (d, self.vdim), self.dtype))
+            self.q_proj_weight = Parameter(xavier_uniform(rng, (d, d), self.dtype))
+            self.k_proj_weight = Parameter(xavier_uniform(rng, (d, self.kdim), self.dtype))
+            self.v_proj_weight = Parameter(xavier_uniform(rng, (d, self.vdim), self.dtype))
         self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * d, dtype=self.dtype)) if bias else None)
         self.out_proj = Linear(d, d, bias=bias, dtype=self.dtype, seed=rng)
         if bias:
             self.out_proj.bias.data[...] = 0
         if add_bias_kv:
-            self.bias_k = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
-            self.bias_v = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_k = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_v = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
         else:
             self.register_parameter("bias_k", None)
             self.register_parameter("bias_v", None)

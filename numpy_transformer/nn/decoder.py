@@ -23,7 +23,7 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
 from .kv_cache import KVCache, cached_attention
@@ -152,7 +152,7 @@ class TransformerDecoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
