@@ -19,6 +19,11 @@ from .module import Module, Parameter
 __all__ = ["MultiheadAttention"]
 
 
+def _data(param):
+    """A parameter's array, or None for a parameter the module does not have (``bias=False``, ...)."""
+    return None if param is None else param.data
+
+
 class MultiheadAttention(Module):
     """Multi-head attention, as ``torch.nn.MultiheadAttention`` (same parameters, masks and outputs).
 
@@ -179,17 +184,17 @@ class MultiheadAttention(Module):
         F.check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
         out, probs, cache = F.multi_head_attention_forward(
             query, key, value, self.num_heads,
-            in_proj_weight=None if self.in_proj_weight is None else self.in_proj_weight.data,
-            in_proj_bias=None if self.in_proj_bias is None else self.in_proj_bias.data,
+            in_proj_weight=_data(self.in_proj_weight),
+            in_proj_bias=_data(self.in_proj_bias),
             out_proj_weight=self.out_proj.weight.data,
-            out_proj_bias=None if self.out_proj.bias is None else self.out_proj.bias.data,
-            q_proj_weight=None if self.q_proj_weight is None else self.q_proj_weight.data,
-            k_proj_weight=None if self.k_proj_weight is None else self.k_proj_weight.data,
-            v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
+            out_proj_bias=_data(self.out_proj.bias),
+            q_proj_weight=_data(self.q_proj_weight),
+            k_proj_weight=_data(self.k_proj_weight),
+            v_proj_weight=_data(self.v_proj_weight),
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
             dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
-            block_size=self.block_size, bias_k=None if self.bias_k is None else self.bias_k.data,
-            bias_v=None if self.bias_v is None else self.bias_v.data, add_zero_attn=self.add_zero_attn)
+            block_size=self.block_size, bias_k=_data(self.bias_k),
+            bias_v=_data(self.bias_v), add_zero_attn=self.add_zero_attn)
         self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
         if hooks.active() and self.attention == "standard":
             hooks.attention(self, cache)

@@ -31,7 +31,7 @@ from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
 from .recompute import backward_layer, run_layer
-from .transformer import _is_causal_mask, _reseed
+from .transformer import detect_causal_mask, reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -39,7 +39,7 @@ _NO_BACKWARD = ("{}.backward() after a cached forward (use_cache=True / past_key
                 "is inference only and keeps nothing for a backward; train with the full forward (no cache)")
 
 
-def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
+def check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
     """Validate ``tgt``, ``memory`` and the four masks of a decoder forward, naming each argument.
 
     ``masks`` is ``(tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)``. Returns
@@ -193,7 +193,7 @@ class TransformerDecoderLayer(Module):
         """
         use_cache = _cache_mode(past_key_values, use_cache)
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
                                                          self.batch_first, self.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
@@ -348,7 +348,7 @@ class TransformerDecoder(Module):
         layers = []
         for _ in range(num_layers):
             layer = copy.deepcopy(decoder_layer)
-            _reseed(layer, ss)
+            reseed(layer, ss)
             layers.append(layer)
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
@@ -388,7 +388,7 @@ class TransformerDecoder(Module):
         use_cache = _cache_mode(past_key_values, use_cache)
         layer = self.layers[0]
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
                                                          self.batch_first, layer.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
@@ -403,7 +403,7 @@ class TransformerDecoder(Module):
         F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
-            tgt_is_causal = _is_causal_mask(masks[0])
+            tgt_is_causal = detect_causal_mask(masks[0])
         x, saved = tgt, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its inputs
             x, kept = run_layer(layer, self.checkpoint, x, memory, *masks, tgt_is_causal=tgt_is_causal,

@@ -15,7 +15,7 @@ import numpy as np
 from ..utils.checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
 from .. import functional as F
 from ._init import dtype_of, uniform
-from .decoder import TransformerDecoder, TransformerDecoderLayer, _check_decoder_inputs
+from .decoder import TransformerDecoder, TransformerDecoderLayer, check_decoder_inputs
 from .module import Module
 from .norms import LayerNorm
 from .transformer import TransformerEncoder, TransformerEncoderLayer
@@ -128,7 +128,7 @@ class Transformer(Module):
         if isinstance(self.decoder, TransformerDecoder):   # before the encoder runs: the memory is src-shaped
             layer = self.decoder.layers[0]
             masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-            _, _, masks, (_, s, _) = _check_decoder_inputs(tgt, src, masks, layer.d_model, layer.self_attn.num_heads,
+            _, _, masks, (_, s, _) = check_decoder_inputs(tgt, src, masks, layer.d_model, layer.self_attn.num_heads,
                                                            self.batch_first, self.dtype)
             F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
             F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)

@@ -170,7 +170,7 @@ class TransformerEncoderLayer(Module):
         return dx if self.batch_first else np.swapaxes(dx, 0, 1)
 
 
-def _reseed(module, seed_sequence):
+def reseed(module, seed_sequence):
     """Give every generator-holding sub-module a fresh generator spawned from ``seed_sequence``."""
     for m in module.modules():
         if hasattr(m, "rng") and isinstance(m.__dict__.get("rng"), np.random.Generator):
@@ -212,7 +212,7 @@ class TransformerEncoder(Module):
         layers = []
         for _ in range(num_layers):
             layer = copy.deepcopy(encoder_layer)
-            _reseed(layer, ss)
+            reseed(layer, ss)
             layers.append(layer)
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
@@ -247,7 +247,7 @@ class TransformerEncoder(Module):
             check_mask(mask, "mask", [(s, s), (b * h, s, s)], layer.dtype)
         F.check_causal_hint(mask, is_causal, "mask", s, s)
         if is_causal is None:
-            is_causal = _is_causal_mask(mask)
+            is_causal = detect_causal_mask(mask)
         x, saved = src, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its input
             x, kept = run_layer(layer, self.checkpoint, x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
@@ -269,7 +269,7 @@ class TransformerEncoder(Module):
         return dout
 
 
-def _is_causal_mask(mask):
+def detect_causal_mask(mask):
     """torch's ``_detect_is_causal_mask``: a 2-D (S, S) mask that is the causal mask."""
     if mask is None:
         return False
