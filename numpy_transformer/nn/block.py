@@ -21,7 +21,7 @@ import numpy as np
 
 from . import hooks
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import ACTIVATIONS, activation_module
 from .feedforward import SwiGLU
 from .gqa import GroupedQueryAttention
@@ -60,7 +60,7 @@ class FeedForward(Module):
                  seed=None):
         super().__init__()
         rng = as_generator(seed)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=self.dtype, seed=rng)
         self.activation = activation_module(activation)
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
@@ -125,7 +125,7 @@ class TransformerBlock(Module):
             raise ValueError(f"ffn must be one of {FFNS}, got {ffn!r}")
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {tuple(NORMS)}, got {norm!r}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.norm_first, self.ffn, self.norm = bool(norm_first), ffn, norm
         rng = as_generator(seed)
         self.self_attn = GroupedQueryAttention(d_model, nhead, num_kv_heads, bias=bias, dropout=dropout, rope=rope,

@@ -23,7 +23,7 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
 from .kv_cache import KVCache, cached_attention, resolve_use_cache
@@ -31,7 +31,7 @@ from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
 from .recompute import backward_layer, run_layer
-from .transformer import mask_is_causal, reseed
+from .transformer import detect_causal_mask, reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -139,7 +139,7 @@ class TransformerDecoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
@@ -390,7 +390,7 @@ class TransformerDecoder(Module):
         F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
-            tgt_is_causal = mask_is_causal(masks[0])
+            tgt_is_causal = detect_causal_mask(masks[0])
         x, saved = tgt, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its inputs
             x, kept = run_layer(layer, self.checkpoint, x, memory, *masks, tgt_is_causal=tgt_is_causal,

@@ -195,7 +195,7 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
         raise ValueError(f"query has batch {b} but the cache holds {cache.batch_size} rows")
 
     def heads(x):
-        return F._split_heads(x, h)                                              # (B, H, ., Dh)
+        return F.split_heads(x, h)                                              # (B, H, ., Dh)
 
     q = heads(_project(attn, query, 0))                                          # (B, H, S, Dh)
     mask = None
@@ -226,6 +226,6 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
             mask = kpm[:, None, None, :]                                         # (B, 1, 1, T)
     ctx, _ = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, dropout_p=attn.dropout,
                                                     training=attn.training, rng=attn.rng)  # (B, H, S, Dh)
-    out, _ = F.linear_forward(F._merge_heads(ctx), attn.out_proj.weight.data,
+    out, _ = F.linear_forward(F.merge_heads(ctx), attn.out_proj.weight.data,
                               None if attn.out_proj.bias is None else attn.out_proj.bias.data)
     return out                                                                   # (B, S, D)

@@ -13,7 +13,7 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
 from .kv_cache import cached_attention
@@ -67,7 +67,7 @@ class TransformerEncoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
@@ -262,7 +262,7 @@ class TransformerEncoder(Module):
             check_mask(mask, "mask", [(s, s), (b * h, s, s)], layer.dtype)
         F.check_causal_hint(mask, is_causal, "mask", s, s)
         if is_causal is None:
-            is_causal = mask_is_causal(mask)
+            is_causal = detect_causal_mask(mask)
         x, saved = src, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its input
             x, kept = run_layer(layer, self.checkpoint, x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
@@ -284,7 +284,7 @@ class TransformerEncoder(Module):
         return dout
 
 
-def mask_is_causal(mask):
+def detect_causal_mask(mask):
     """torch's ``_detect_is_causal_mask``: a 2-D (S, S) mask that is the causal mask."""
     if mask is None:
         return False

@@ -30,7 +30,7 @@ def float16_allowed():
     return _FLOAT16_ALLOWED[0] > 0
 
 
-def _float_dtypes():
+def float_dtypes():
     return FLOAT_DTYPES + (FLOAT16,) if float16_allowed() else FLOAT_DTYPES
 
 
@@ -119,7 +119,7 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     silently promote a whole float32 layer to float64.
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in _float_dtypes():
+    if x.dtype not in float_dtypes():
         raise TypeError(f"{name} must be a floating-point array of dtype {dtype}, got dtype {x.dtype}"
                         + (" (token ids go to an Embedding, not here)" if x.dtype.kind in "iu" else ""))
     if x.dtype != dtype:
@@ -140,7 +140,7 @@ def check_float_array(x, name):
     another dtype, or fail deep inside an elementwise kernel).
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in _float_dtypes():
+    if x.dtype not in float_dtypes():
         raise TypeError(f"{name} must be a float32 or float64 array, got dtype {x.dtype}")
     return x
 
