@@ -230,7 +230,8 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     else:                                                                        # (..., Hv, G*S, T) @ v
         out = into(_per_query_head(_rows_per_kv_head(dropped, hv) @ v, q.shape[-3]), out)
     mask_shape = np.shape(attn_mask) if attn_mask is not None and np.asarray(attn_mask).dtype.kind == "f" else None
-    return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv), mask_shape)
+    return out, AttentionCache(q=q, k=k, v=v, probs=probs, dropout=dcache, scale=scale, out=out,
+                               kv_heads=(hk, hv), mask_shape=mask_shape)
 
 
 def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False, *, record=None):
@@ -278,7 +279,8 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
         (per head, in q's, k's and v's shapes). :func:`numpy_transformer.trace` passes one; None (the
         default) costs nothing.
     """
-    q, k, v, probs, dcache, scale, _, (hk, hv), mask_shape = cache
+    q, k, v, probs, scale = cache.q, cache.k, cache.v, cache.probs, cache.scale
+    dcache, (hk, hv), mask_shape = cache.dropout, cache.kv_heads, cache.mask_shape
     if attn_mask_grad and mask_shape is None:
         raise ValueError("attn_mask_grad=True needs a float attn_mask in the forward (a bool mask or none has "
                          "no gradient)")

@@ -25,6 +25,8 @@ reached by their own name, and ``_*.py`` are private):
   subscribes in the calling thread (``nt.trace``); the core imports nothing above it.
 * ``loss.py`` — :class:`CrossEntropyLoss` (torch's ``nn.CrossEntropyLoss`` over ``F.cross_entropy_*``).
 * ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
+* ``_layout.py`` — :class:`~numpy_transformer.nn._layout.BatchLayout`: batch-first, sequence-first or
+  unbatched inputs in and out of the batch-first layout the modules compute in (written once).
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
   :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :class:`SiLU`, :func:`activation_module`.
