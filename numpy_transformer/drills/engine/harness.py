@@ -28,7 +28,8 @@ class CallTimeout(BaseException):
     """Raised (by a timer signal) inside a call that runs past its time limit."""
 
 
-def _on_alarm(signum, frame):  # pragma: no cover - exercised through a subprocess
+def on_alarm(signum, frame):  # pragma: no cover - exercised through a subprocess
+    """The SIGALRM handler of a call's time limit (the worker installs it too): raise :class:`CallTimeout`."""
     raise CallTimeout()
 
 
@@ -123,7 +124,7 @@ class Recorder:
         use_timer = bool(self.time_limit) and hasattr(signal, "setitimer")
         try:
             if use_timer:
-                old = signal.signal(signal.SIGALRM, _on_alarm)
+                old = signal.signal(signal.SIGALRM, on_alarm)
                 signal.setitimer(signal.ITIMER_REAL, float(self.time_limit))
             try:
                 result = fn(*cargs, **ckw)

@@ -25,7 +25,8 @@ from ...oracle import OracleUnavailable, load as load_oracle
 from . import diagnose
 from .harness import run_impl
 from .probe import case_features, dump_case, grad_check, smallest_failing
-from ..exercises import MISSING, draw_case
+from ..exercises import draw_case
+from .definition import MISSING
 from .spawn import ChildGone, Deadline
 
 

@@ -161,7 +161,7 @@ def start_worker(timeout, tmp):
 def _driver_constants(fn):
     """The module-level names ``fn`` reads, with their values: plain data only (``np`` and ``MISSING``
     are the child's own). Anything else is a grader bug: the driver could not run in the child."""
-    from ..exercises import MISSING
+    from .definition import MISSING
 
     names, todo = set(), [fn.__code__]
     while todo:

@@ -97,7 +97,7 @@ def load_user_module(path, time_limit, harness, guard):
     use_timer = bool(time_limit) and hasattr(signal, "setitimer")
     try:
         if use_timer:
-            old = signal.signal(signal.SIGALRM, harness._on_alarm)
+            old = signal.signal(signal.SIGALRM, harness.on_alarm)
             signal.setitimer(signal.ITIMER_REAL, float(time_limit))
         try:
             spec.loader.exec_module(module)
