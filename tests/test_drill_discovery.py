@@ -86,7 +86,7 @@ def test_a_shared_order_is_refused(tmp_path, monkeypatch):
 def test_every_folder_has_the_required_files(name):
     ex = drills.EXERCISES[name]
     assert os.path.basename(ex.folder) == name
-    for f in exercises.REQUIRED_FILES + ("README.md", "__init__.py"):
+    for f in exercises.REQUIRED_FILES + ("README.md", "__init__.py", "via_library.py"):
         assert os.path.isfile(os.path.join(ex.folder, f)), f"{name}/{f}"
     assert ex.oracle and ("adapter" in ex.oracle or {"op", "inputs", "upstream", "outputs"} <= set(ex.oracle))
     assert ex.mistakes
