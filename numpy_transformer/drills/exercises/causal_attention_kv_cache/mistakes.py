@@ -43,7 +43,8 @@ MISTAKES = (
         [
             ('return P @ V, K, V',
              'return P @ V, k_cache, v_cache'),
-        ]),
+        ],
+        also=([('return P @ V, K, V', 'return P @ V, K, v_cache')],)),
     Mistake("kv_appended_in_front", "new keys and values put in front of the cache",
             "The cache is in position order, oldest first: the new entries go at the end. In front, the "
             "next steps' causal masks (and rotary positions) no longer match.",

@@ -14,7 +14,8 @@ MISTAKES = (
         [
             ('dmemory = dk @ Wk + dv @ Wv',
              'dmemory = dk @ Wk'),
-        ]),
+        ],
+        also=([('dmemory = dk @ Wk + dv @ Wv', 'dmemory = dv @ Wv')],)),
     Mistake("xattn_mask_on_query_axis", "the memory padding mask applied on the query axis",
             "The mask (B, T) says which memory positions (keys) are padding; mask[:, None, :, None] "
             "lines it up with the queries instead (and only runs when S = T).",

@@ -13,7 +13,9 @@ MISTAKES = (
         [
             ('dmemory = dk_ca + dv_ca',
              'dmemory = dk_ca'),
-        ]),
+        ],
+        also=([('dmemory = dk_ca + dv_ca', 'dmemory = dv_ca')],
+              [('dmemory = dk_ca + dv_ca', 'dmemory = 0 * dk_ca')],)),
     Mistake("dec_cross_query_grad_dropped", "h1's gradient through the cross-attention's queries dropped",
             "h1 = LN1(tgt + SA(tgt)) feeds the cross-attention's queries as well as its residual: "
             "dh1 = dz2 + dq_cross @ cWq.",

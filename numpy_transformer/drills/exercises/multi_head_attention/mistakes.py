@@ -17,7 +17,8 @@ MISTAKES = (
              'return x.reshape(B, H, S, D // H)'),
             ('return x.transpose(0, 2, 1, 3).reshape(B, S, H * Dh)',
              'return x.reshape(B, S, H * Dh)'),
-        ]),
+        ],
+        also=([('return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)', 'return x.reshape(B, H, S, D // H)')],)),
     Mistake("mha_merge_without_transpose", "heads merged without the transpose",
             "(B, H, S, Dh).reshape(B, S, D) interleaves positions of one head instead of concatenating "
             "the heads of one position.",

@@ -82,5 +82,6 @@ MISTAKES = (
         [
             ('dk = scale * (np.swapaxes(dA, -1, -2) @ q)',
              'dk = scale * (dA @ q)'),
-        ]),
+        ],
+        also=([('dv = np.swapaxes(P, -1, -2) @ dout', 'dv = P @ dout')],)),
 )
