@@ -1,4 +1,4 @@
-"""The gelu drill: exact (erf) and tanh EXERCISE, both derivatives."""
+"""The gelu drill: exact (erf) and tanh GELU, both derivatives."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _ref_gelu():
 
 EXERCISE = Exercise(
     name="gelu", difficulty="easy", minutes=10,
-    covers="EXERCISE exact (x * Phi(x), with erf) and its tanh approximation; both derivatives", topic="activations",
+    covers="GELU exact (x * Phi(x), with erf) and its tanh approximation; both derivatives", topic="activations",
     functions=("gelu_forward", "gelu_backward"),
     outputs=(("y", "gelu_forward"), ("dx", "gelu_backward")),
     library=("gelu_forward", "gelu_backward"),
