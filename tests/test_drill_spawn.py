@@ -120,8 +120,8 @@ def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
     assert set(nt.__all__) <= set(dir(nt))
     assert nt.Linear is nt.nn.Linear and nt.functional.softmax_forward
-    import numpy_transformer.study.gradcheck.pair                             # the subpackage of the same name
-    assert nt.gradcheck is sys.modules["numpy_transformer.study.gradcheck.pair"].gradcheck
+    import numpy_transformer.study.gradchecking.pair                             # the subpackage of the same name
+    assert nt.gradcheck is sys.modules["numpy_transformer.study.gradchecking.pair"].gradcheck
     with pytest.raises(AttributeError, match="has no attribute 'Linaer'"):
         nt.Linaer                                                       # noqa: B018
 

@@ -12,11 +12,16 @@ from . import hooks
 from .. import functional as F
 from ..utils.checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
                             check_probability)
-from ._init import _dtype_of, _xavier_normal, _xavier_uniform
+from ._init import dtype_of, xavier_normal, xavier_uniform
 from .layers import Linear
 from .module import Module, Parameter
 
 __all__ = ["MultiheadAttention"]
+
+
+def _data(param):
+    """A parameter's array, or None for a parameter the module does not have (``bias=False``, ...)."""
+    return None if param is None else param.data
 
 
 class MultiheadAttention(Module):
@@ -74,26 +79,26 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.dropout = check_probability(dropout)
         self.batch_first = bool(batch_first)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         d = embed_dim
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(_xavier_uniform(rng, (3 * d, d), self.dtype))
+            self.in_proj_weight = Parameter(xavier_uniform(rng, (3 * d, d), self.dtype))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         else:
             self.register_parameter("in_proj_weight", None)
-            self.q_proj_weight = Parameter(_xavier_uniform(rng, (d, d), self.dtype))
-            self.k_proj_weight = Parameter(_xavier_uniform(rng, (d, self.kdim), self.dtype))
-            self.v_proj_weight = Parameter(_xavier_uniform(rng, (d, self.vdim), self.dtype))
+            self.q_proj_weight = Parameter(xavier_uniform(rng, (d, d), self.dtype))
+            self.k_proj_weight = Parameter(xavier_uniform(rng, (d, self.kdim), self.dtype))
+            self.v_proj_weight = Parameter(xavier_uniform(rng, (d, self.vdim), self.dtype))
         self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * d, dtype=self.dtype)) if bias else None)
         self.out_proj = Linear(d, d, bias=bias, dtype=self.dtype, seed=rng)
         if bias:
             self.out_proj.bias.data[...] = 0
         if add_bias_kv:
-            self.bias_k = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
-            self.bias_v = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_k = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_v = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
         else:
             self.register_parameter("bias_k", None)
             self.register_parameter("bias_v", None)
@@ -179,17 +184,17 @@ class MultiheadAttention(Module):
         F.check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
         out, probs, cache = F.multi_head_attention_forward(
             query, key, value, self.num_heads,
-            in_proj_weight=None if self.in_proj_weight is None else self.in_proj_weight.data,
-            in_proj_bias=None if self.in_proj_bias is None else self.in_proj_bias.data,
+            in_proj_weight=_data(self.in_proj_weight),
+            in_proj_bias=_data(self.in_proj_bias),
             out_proj_weight=self.out_proj.weight.data,
-            out_proj_bias=None if self.out_proj.bias is None else self.out_proj.bias.data,
-            q_proj_weight=None if self.q_proj_weight is None else self.q_proj_weight.data,
-            k_proj_weight=None if self.k_proj_weight is None else self.k_proj_weight.data,
-            v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
+            out_proj_bias=_data(self.out_proj.bias),
+            q_proj_weight=_data(self.q_proj_weight),
+            k_proj_weight=_data(self.k_proj_weight),
+            v_proj_weight=_data(self.v_proj_weight),
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
             dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
-            block_size=self.block_size, bias_k=None if self.bias_k is None else self.bias_k.data,
-            bias_v=None if self.bias_v is None else self.bias_v.data, add_zero_attn=self.add_zero_attn)
+            block_size=self.block_size, bias_k=_data(self.bias_k),
+            bias_v=_data(self.bias_v), add_zero_attn=self.add_zero_attn)
         self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
         if hooks.active() and self.attention == "standard":
             hooks.attention(self, cache)

@@ -23,15 +23,15 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
-from .kv_cache import KVCache, cached_attention
+from .kv_cache import KVCache, cached_attention, resolve_use_cache
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
 from .recompute import backward_layer, run_layer
-from .transformer import _is_causal_mask, _reseed
+from .transformer import detect_causal_mask, reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -39,7 +39,7 @@ _NO_BACKWARD = ("{}.backward() after a cached forward (use_cache=True / past_key
                 "is inference only and keeps nothing for a backward; train with the full forward (no cache)")
 
 
-def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
+def check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
     """Validate ``tgt``, ``memory`` and the four masks of a decoder forward, naming each argument.
 
     ``masks`` is ``(tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)``. Returns
@@ -69,19 +69,6 @@ def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype
     tgt_kpm = check_mask(tgt_kpm, "tgt_key_padding_mask", [(s,) if unbatched else (b, s)], dtype)
     memory_kpm = check_mask(memory_kpm, "memory_key_padding_mask", [(t,) if unbatched else (b, t)], dtype)
     return tgt, memory, (tgt_mask, memory_mask, tgt_kpm, memory_kpm), (b, s, t)
-
-
-def _cache_mode(past_key_values, use_cache):
-    """``use_cache`` resolved as the GPT model does (True when ``past_key_values`` is given); checked."""
-    if use_cache is None:
-        use_cache = past_key_values is not None
-    if past_key_values is not None and not use_cache:
-        raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
-                         "continue the cache, or past_key_values=None for a full forward")
-    if past_key_values is not None and not isinstance(past_key_values, KVCache):
-        raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
-                        f"got {type(past_key_values).__name__}")
-    return bool(use_cache)
 
 
 def _check_cached_call(masks, memory_is_causal, cache, b, t):
@@ -152,7 +139,7 @@ class TransformerDecoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
@@ -191,9 +178,9 @@ class TransformerDecoderLayer(Module):
         (not in torch), returning ``(out, past_key_values)``: as :meth:`TransformerDecoder.forward`, for
         this one layer (slots 0 and ``("cross", 0)``).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
                                                          self.batch_first, self.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
@@ -348,7 +335,7 @@ class TransformerDecoder(Module):
         layers = []
         for _ in range(num_layers):
             layer = copy.deepcopy(decoder_layer)
-            _reseed(layer, ss)
+            reseed(layer, ss)
             layers.append(layer)
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
@@ -385,10 +372,10 @@ class TransformerDecoder(Module):
         masks, so the outputs differ from the full forward's); ``backward`` after a cached forward
         raises RuntimeError (the module stays usable).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         layer = self.layers[0]
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
                                                          self.batch_first, layer.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
@@ -403,7 +390,7 @@ class TransformerDecoder(Module):
         F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
-            tgt_is_causal = _is_causal_mask(masks[0])
+            tgt_is_causal = detect_causal_mask(masks[0])
         x, saved = tgt, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its inputs
             x, kept = run_layer(layer, self.checkpoint, x, memory, *masks, tgt_is_causal=tgt_is_causal,

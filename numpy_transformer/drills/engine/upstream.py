@@ -2,7 +2,7 @@
 
 An exercise's ``draw`` draws its inputs and an upstream gradient from one generator; :func:`replace_upstream`
 then replaces every upstream array by :func:`upstream_gradient`, which is the one upstream draw of every
-checker (:func:`numpy_transformer.study.gradcheck.upstream.upstream_gradient`) on a stream named by the case
+checker (:func:`numpy_transformer.study.gradchecking.upstream.upstream_gradient`) on a stream named by the case
 (seed, index, exercise) and the input's slot. That stream has the checkers' spawn key, which no
 ``default_rng(seed)`` a user or a case draws from has, so the upstream gradient cannot coincide with the
 data it multiplies, and one that comes out parallel to an input of the same shape (cosine +-1: a backward
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...study.gradcheck.upstream import PARALLEL_COSINE
-from ...study.gradcheck.upstream import upstream_gradient as _checker_upstream
+from ...study.gradchecking.upstream import PARALLEL_COSINE
+from ...study.gradchecking.upstream import upstream_gradient as _checker_upstream
 
 #: the inputs that hold an upstream gradient, in the order of their sub-stream
 UPSTREAM = ("dy", "dout", "dbias")

@@ -1,6 +1,6 @@
 """The numeric side of a gradcheck: central differences element by element (:func:`numerical_gradient`),
 along one random direction (:func:`directional_derivative`, the fast mode), and their comparison with
-the analytic gradient (one :class:`~numpy_transformer.study.gradcheck.result.TensorCheck` each)."""
+the analytic gradient (one :class:`~numpy_transformer.study.gradchecking.result.TensorCheck` each)."""
 
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ DEFAULT_EPS = 1e-6
 DEFAULT_ATOL = 1e-8
 DEFAULT_RTOL = 1e-6
 
-def _is_float_array(v):
+def is_float_array(v):
     return isinstance(v, np.ndarray) and v.dtype.kind == "f"
 
 
-def _as_output(result):
+def as_output(result):
     """``out`` or ``(out, ..., cache)`` -> the output array."""
     return result[0] if isinstance(result, tuple) else result
 
 
-def _float64_output(out, where):
+def float64_output(out, where):
     if not isinstance(out, np.ndarray) or out.dtype.kind != "f":
         raise TypeError(f"{where} must return a floating-point ndarray (or a tuple whose first element is "
                         f"one), got {type(out).__name__}"
@@ -99,7 +99,7 @@ def _select(size, max_elements, rng, must=None):
     return np.sort(chosen)
 
 
-def _exclude_mask(exclude, name, shape):
+def excluded_elements(exclude, name, shape):
     if exclude is None or name not in exclude:
         return None
     spec = exclude[name]
@@ -145,7 +145,7 @@ def _analytic(check, kind, array, analytic):
     return check.analytic_grad
 
 
-def _check(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements, rng, exclude_mask):
+def check_tensor(name, kind, array, analytic, numeric_fn, *, atol, rtol, max_elements, rng, exclude_mask):
     """Build one TensorCheck: validate ``analytic``, take finite differences, compare."""
     check = TensorCheck(name, kind, tuple(array.shape), total=int(array.size))
     analytic = _analytic(check, kind, array, analytic)
@@ -221,7 +221,7 @@ def directional_derivative(evaluate: Callable[[], np.ndarray], array: np.ndarray
     return float(np.sum(dout * diff)) / (2 * h), step
 
 
-def _check_fast(name, kind, array, analytic, evaluate, dout, *, eps, atol, rtol, rng, exclude_mask):
+def check_tensor_fast(name, kind, array, analytic, evaluate, dout, *, eps, atol, rtol, rng, exclude_mask):
     """One TensorCheck of fast mode: ``v^T J u`` (``v = dout``) analytic against two evaluations.
 
     The analytic side is ``sum(grad * u)``: the backward already gave ``v^T J``. The scale is

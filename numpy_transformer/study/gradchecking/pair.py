@@ -7,15 +7,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
-from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
-                      _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult, _check_flag, conclude
+from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, as_output, check_tensor, check_tensor_fast, excluded_elements,
+                      float64_output, is_float_array, numerical_gradient)
+from .result import GradcheckResult, check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 
 __all__ = ["gradcheck"]
 
 
-def _match_grads(grads, names, differentiable, wrt):
+def match_grads(grads, names, differentiable, wrt):
     """The backward's return value as ``{name: grad}``.
 
     A dict is taken by name. A tuple/list (or a single array) is matched, in this order of preference, to
@@ -49,8 +49,8 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
 
     Besides the gradients' values it checks the backward itself: that it modifies nothing in place
     (``dout``, the inputs, the cache) and that a second call with the same cache is refused or returns
-    the same gradients (see :mod:`numpy_transformer.study.gradcheck.hygiene`). A floating-point input that is
-    not float64 is converted, with a :class:`~numpy_transformer.study.gradcheck.GradcheckPrecisionWarning`.
+    the same gradients (see :mod:`numpy_transformer.study.gradchecking.hygiene`). A floating-point input that is
+    not float64 is converted, with a :class:`~numpy_transformer.study.gradchecking.GradcheckPrecisionWarning`.
 
     **Fast mode** (``fast_mode=True``, as ``torch.autograd.gradcheck(fast_mode=True)``) compares one
     number per input instead of one per element: ``v^T J u`` for the random upstream gradient ``v =
@@ -87,7 +87,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
         For the upstream gradient ``dout ~ N(0, 1)``, the fast mode's directions and the
         ``max_elements`` subset. An int names the checker's own stream,
         ``SeedSequence(seed, spawn_key=(UPSTREAM_SPAWN_KEY,))``
-        (:func:`~numpy_transformer.study.gradcheck.upstream.upstream_gradient`), never the one of
+        (:func:`~numpy_transformer.study.gradchecking.upstream.upstream_gradient`), never the one of
         ``np.random.default_rng(seed)`` your inputs may come from; and a ``dout`` parallel to an input
         of the output's shape is drawn again. (Were ``dout`` equal to ``x``, a backward using ``x`` in
         place of ``dout`` would pass.)
@@ -111,7 +111,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     verbose : bool
         Print the report.
     raise_exception : bool
-        Raise :class:`~numpy_transformer.study.gradcheck.GradcheckError` (with the report) when the check
+        Raise :class:`~numpy_transformer.study.gradchecking.GradcheckError` (with the report) when the check
         fails. The default is False, unlike ``torch.autograd.gradcheck`` (whose default is True and
         which returns a bare ``True``): the result is a report to read, and a failed one is falsy, so
         ``assert gradcheck(...)`` fails too.
@@ -142,7 +142,7 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
     >>> res.passed, res["x"].max_rel_err < 1e-6
     (True, True)
     """
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     if isinstance(inputs, Mapping):
         names = list(inputs)
         positional = False
@@ -154,9 +154,9 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
             raise ValueError(f"names has {len(names)} entries but there are {len(values)} inputs")
         positional = True
     warn_not_float64(zip(names, values), "gradcheck")
-    values = [np.array(v, dtype=np.float64, copy=True) if _is_float_array(v) else v for v in values]
+    values = [np.array(v, dtype=np.float64, copy=True) if is_float_array(v) else v for v in values]
     arrays = dict(zip(names, values))
-    differentiable = [n for n in names if _is_float_array(arrays[n])]
+    differentiable = [n for n in names if is_float_array(arrays[n])]
     if wrt is not None:
         wrt = [wrt] if isinstance(wrt, str) else list(wrt)
         bad = [n for n in wrt if n not in differentiable]
@@ -169,20 +169,20 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
         return forward_fn(*values) if positional else forward_fn(**arrays)
 
     result = call()
-    out = _float64_output(_as_output(result), "forward_fn")
+    out = float64_output(as_output(result), "forward_fn")
     cache = result[-1] if isinstance(result, tuple) and len(result) >= 2 else None
     dout = upstream_gradient(out.shape, rng=rng, avoid=[out, *arrays.values()])
     dout_given = dout.copy()
     snap = snapshot([("dout", dout_given), *arrays.items(), ("cache", cache)]) if check_inplace else None
-    grads = _match_grads(backward_fn(dout_given, cache), names, differentiable, wrt)
+    grads = match_grads(backward_fn(dout_given, cache), names, differentiable, wrt)
     hygiene = [inplace_check(snap, restore=names)] if check_inplace else []    # the inputs restored for what follows
     if check_repeat:
         first = {n: None if g is None else np.array(g, copy=True) for n, g in grads.items()}
-        hygiene.append(repeat_check(first, lambda: _match_grads(backward_fn(dout.copy(), cache), names,
+        hygiene.append(repeat_check(first, lambda: match_grads(backward_fn(dout.copy(), cache), names,
                                                                 differentiable, wrt)))
 
     def evaluate():
-        return _float64_output(_as_output(call()), "forward_fn")
+        return float64_output(as_output(call()), "forward_fn")
 
     checks, skipped = [], []
     targets = wrt if wrt is not None else [n for n in differentiable if grads.get(n) is not None]
@@ -192,12 +192,12 @@ def gradcheck(forward_fn, backward_fn, inputs, *, eps=DEFAULT_EPS, atol=DEFAULT_
                    "not in wrt" if wrt is not None else "the backward returned None")
             skipped.append((n, why))
     for n in targets:
-        array, mask = arrays[n], _exclude_mask(exclude, n, arrays[n].shape)
+        array, mask = arrays[n], excluded_elements(exclude, n, arrays[n].shape)
         if fast_mode:
-            checks.append(_check_fast(n, "input", array, grads.get(n), evaluate, dout, eps=eps, atol=atol,
+            checks.append(check_tensor_fast(n, "input", array, grads.get(n), evaluate, dout, eps=eps, atol=atol,
                                       rtol=rtol, rng=rng, exclude_mask=mask))
             continue
-        checks.append(_check(n, "input", array, grads.get(n),
+        checks.append(check_tensor(n, "input", array, grads.get(n),
                              lambda idx, a=array: numerical_gradient(evaluate, a, dout, eps, idx),
                              atol=atol, rtol=rtol, max_elements=max_elements, rng=rng, exclude_mask=mask))
     res = GradcheckResult(checks, eps, atol, rtol, seed if not isinstance(seed, np.random.Generator) else

@@ -21,7 +21,7 @@ class GradcheckError(AssertionError, RuntimeError):
     """
 
 
-def _check_flag(value, arg):
+def check_flag(value, arg):
     """Refuse a non-bool flag (``raise_exception="no"`` would otherwise read as True)."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{arg} must be True or False, got {value!r}")

@@ -7,15 +7,15 @@ import inspect
 import numpy as np
 
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
-from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, _as_output, _check, _check_fast, _exclude_mask,
-                      _float64_output, _is_float_array, numerical_gradient)
-from .result import GradcheckResult, _check_flag, conclude
+from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, as_output, check_tensor, check_tensor_fast, excluded_elements,
+                      float64_output, is_float_array, numerical_gradient)
+from .result import GradcheckResult, check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 
-__all__ = ["gradcheck_module", "module_input_grads"]
+__all__ = ["gradcheck_module", "module_input_grads", "default_input_names"]
 
 
-def _input_names(module, n):
+def default_input_names(module, n):
     try:
         params = [p.name for p in inspect.signature(module.forward).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -24,7 +24,7 @@ def _input_names(module, n):
     return params[:n] if len(params) >= n else [f"input{i}" for i in range(n)]
 
 
-def _active_dropouts(module):
+def active_dropouts(module):
     """Names of sub-modules that would draw a dropout mask in the module's current mode."""
     found = []
     for name, m in module.named_modules():
@@ -39,7 +39,7 @@ def _active_dropouts(module):
 def module_input_grads(module, dx, values):
     """``module.backward``'s return value as one entry per input (None where there is none): None, one
     array (the one float input), or a tuple with one entry per input or per float input."""
-    float_pos = [i for i, v in enumerate(values) if _is_float_array(v)]
+    float_pos = [i for i, v in enumerate(values) if is_float_array(v)]
     if dx is None:
         return [None] * len(values)
     if isinstance(dx, np.ndarray):
@@ -119,7 +119,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     -------
     GradcheckResult
         Falsy when the check failed. With ``raise_exception=True`` (default False, unlike torch's
-        gradcheck) a failure raises :class:`~numpy_transformer.study.gradcheck.GradcheckError` instead.
+        gradcheck) a failure raises :class:`~numpy_transformer.study.gradchecking.GradcheckError` instead.
 
     Examples
     --------
@@ -131,7 +131,7 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
     >>> res.passed, len(res.checks)        # the input and the 12 parameters
     (True, 13)
     """
-    _check_flag(raise_exception, "raise_exception")
+    check_flag(raise_exception, "raise_exception")
     forward_kwargs = dict(forward_kwargs or {})
     all_params = list(module.named_parameters())
     not64 = [(n, p.dtype) for n, p in all_params if p.dtype != np.float64]
@@ -148,11 +148,11 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
         if unknown:
             raise ValueError(f"params names {unknown} that the module does not have; it has {sorted(known)}")
         chosen = [(n, p) for n, p in all_params if n in wanted]
-    names = list(input_names) if input_names is not None else _input_names(module, len(inputs))
+    names = list(input_names) if input_names is not None else default_input_names(module, len(inputs))
     if len(names) != len(inputs):
         raise ValueError(f"input_names has {len(names)} entries but there are {len(inputs)} inputs")
     warn_not_float64(zip(names, inputs), "gradcheck_module")
-    values = [np.array(v, dtype=np.float64, copy=True) if _is_float_array(v) else v for v in inputs]
+    values = [np.array(v, dtype=np.float64, copy=True) if is_float_array(v) else v for v in inputs]
     rng = checker_rng(seed)
 
     modules = list(module.modules())
@@ -162,13 +162,13 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
         if eval_mode:
             module.eval()
         else:
-            active = _active_dropouts(module)
+            active = active_dropouts(module)
             if active:
                 raise ValueError(f"dropout is active in {active}: finite differences need a deterministic "
                                  "forward; use eval_mode=True or dropout probability 0")
 
         def evaluate():
-            return _float64_output(_as_output(module(*values, **forward_kwargs)), f"{type(module).__name__}")
+            return float64_output(as_output(module(*values, **forward_kwargs)), f"{type(module).__name__}")
 
         out = evaluate()
         dout = upstream_gradient(out.shape, rng=rng, avoid=[out, *values, *(p.data for _, p in all_params)])
@@ -188,16 +188,16 @@ def gradcheck_module(module, *inputs, forward_kwargs=None, input_names=None, par
                                         lambda: _second(module, dout, values, names, chosen, param_grads)))
 
         def compare(name, kind, array, g):
-            mask = _exclude_mask(exclude, name, array.shape)
+            mask = excluded_elements(exclude, name, array.shape)
             if fast_mode:
-                return _check_fast(name, kind, array, g, evaluate, dout, eps=eps, atol=atol, rtol=rtol, rng=rng,
+                return check_tensor_fast(name, kind, array, g, evaluate, dout, eps=eps, atol=atol, rtol=rtol, rng=rng,
                                    exclude_mask=mask)
-            return _check(name, kind, array, g, lambda idx: numerical_gradient(evaluate, array, dout, eps, idx),
+            return check_tensor(name, kind, array, g, lambda idx: numerical_gradient(evaluate, array, dout, eps, idx),
                           atol=atol, rtol=rtol, max_elements=max_elements, rng=rng, exclude_mask=mask)
 
         checks, skipped = [], []
         for name, value, g in zip(names, values, in_grads):
-            if not _is_float_array(value):
+            if not is_float_array(value):
                 skipped.append((name, "not floating point"))
                 continue
             checks.append(compare(name, "input", value, g))

@@ -34,7 +34,7 @@ Fast mode (``fast_mode=True``, as ``torch.autograd.gradcheck(fast_mode=True)``) 
 along one random direction ``u`` per tensor instead of every element: one backward and two forward
 evaluations per tensor (see :func:`gradcheck`). Besides the numbers, the backward itself is checked: it
 must modify nothing in place and a second call with the same cache must be refused or agree (see
-:mod:`numpy_transformer.study.gradcheck.hygiene`); an input that is not float64 draws a
+:mod:`numpy_transformer.study.gradchecking.hygiene`); an input that is not float64 draws a
 :class:`GradcheckPrecisionWarning`.
 
 The package, by concern: :mod:`.result` (the report), :mod:`.numeric` (the finite differences),
@@ -71,14 +71,13 @@ True
 """
 
 from .hygiene import GradcheckPrecisionWarning
-from .module import _active_dropouts, _input_names, gradcheck_module, module_input_grads
+from .module import default_input_names, gradcheck_module, module_input_grads
 from .numeric import DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, directional_derivative, numerical_gradient
-from .pair import _match_grads, gradcheck
+from .pair import gradcheck
 from .result import GradcheckError, GradcheckResult, HygieneCheck, TensorCheck
 from .upstream import UPSTREAM_SPAWN_KEY, checker_rng, upstream_gradient
 
 __all__ = ["gradcheck", "gradcheck_module", "GradcheckResult", "TensorCheck", "GradcheckError",
            "numerical_gradient", "DEFAULT_EPS", "DEFAULT_ATOL", "DEFAULT_RTOL", "GradcheckPrecisionWarning",
-           "HygieneCheck", "directional_derivative", "module_input_grads", "upstream_gradient", "checker_rng",
-           "UPSTREAM_SPAWN_KEY"]
-_ = (_active_dropouts, _input_names, _match_grads)          # the old single module's private names, still importable
+           "HygieneCheck", "directional_derivative", "module_input_grads", "default_input_names",
+           "upstream_gradient", "checker_rng", "UPSTREAM_SPAWN_KEY"]
