@@ -7,7 +7,9 @@ An exercise ``NAME`` is the folder ``exercises/NAME/`` holding
 * ``mistakes.py`` — ``MISTAKES``: its classic mistakes, each a source patch of ``solution.py``
   (:class:`~numpy_transformer.drills.engine.definition.Mistake`);
 * ``exercise.py`` — ``EXERCISE`` (what it asks, ``draw``, ``run``, ``reference``), ``ORDER`` (its place in
-  ``drill list``) and ``ORACLE`` (how ``reference_torch.drill_oracle`` re-checks the reference with torch).
+  ``drill list``) and ``ORACLE`` (how ``reference_torch.drill_oracle`` re-checks the reference with torch);
+* ``README.md`` (its page: functions, what it covers, its mistakes) and ``via_library.py`` (the library
+  through the skeleton's signatures), which the tests read.
 
 :func:`discover` imports every folder of :data:`SEARCH_PATH` that has an ``exercise.py``; :data:`EXERCISES`
 is the result, in ``ORDER``. The recipe for adding one is in docs/drills.md ("Adding an exercise").

@@ -84,5 +84,6 @@ EXERCISE = Exercise(
     functions=("adamw_step",),
     outputs=(("param", "adamw_step"), ("m", "adamw_step"), ("v", "adamw_step")),
     library=("optim.AdamW",), reference_name="numpy_transformer.optim.AdamW (verified)",
-    draw=_draw_adamw, run=_run_adamw, reference=_ref_adamw, n_edge=len(_ADAMW_EDGES), topic="optimisation",
+    draw=_draw_adamw, run=_run_adamw, reference=_ref_adamw, n_edge=len(_ADAMW_EDGES),
+    topic="optimisation",
 )

@@ -96,7 +96,8 @@ EXERCISE = Exercise(
              ("dWk", "cross_attention_backward"), ("dWv", "cross_attention_backward"),
              ("dWo", "cross_attention_backward")),
     library=("multi_head_attention_forward", "multi_head_attention_backward"),
-    draw=_draw_xattn, run=_run_xattn, reference=_ref_xattn, n_edge=len(_XATTN_EDGES), topic="attention",
+    draw=_draw_xattn, run=_run_xattn, reference=_ref_xattn, n_edge=len(_XATTN_EDGES),
+    topic="attention",
     exception_hints=(
         (r"broadcast|could not be broadcast",
          "the padding mask (B, T) must line up with the KEY axis of the (B, H, S, T) scores: "

@@ -131,7 +131,8 @@ EXERCISE = Exercise(
              ("dmemory", "decoder_layer_backward"))
     + tuple((f"grads[{k}]", "decoder_layer_backward") for k in DEC_PARAM_KEYS),
     library=("layer_norm_backward", "multi_head_attention_backward", "linear_backward", "relu_backward"),
-    draw=_draw_decoder, run=_run_decoder, reference=_ref_decoder, n_edge=len(_DEC_EDGES), topic="architecture",
+    draw=_draw_decoder, run=_run_decoder, reference=_ref_decoder, n_edge=len(_DEC_EDGES),
+    topic="architecture",
     grad_check={"loss": "out", "upstream": "dout",
                 "grads": {"dtgt": "tgt", "dmemory": "memory",
                           **{f"grads[{k}]": f"params.{k}" for k in DEC_PARAM_KEYS}}},

@@ -63,5 +63,6 @@ EXERCISE = Exercise(
     functions=("dropout_forward", "dropout_backward"),
     outputs=(("y", "dropout_forward"), ("dx", "dropout_backward")),
     library=("dropout_forward", "dropout_backward"),
-    draw=_draw_dropout, run=_run_dropout, reference=_ref_dropout, n_edge=len(_DROPOUT_EDGES), topic="regularisation",
+    draw=_draw_dropout, run=_run_dropout, reference=_ref_dropout, n_edge=len(_DROPOUT_EDGES),
+    topic="regularisation",
 )

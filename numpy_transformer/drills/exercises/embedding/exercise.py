@@ -52,7 +52,8 @@ def _ref_embedding():
 
 EXERCISE = Exercise(
     name="embedding", difficulty="easy", minutes=8,
-    covers="table lookup W[ids] and its scatter-add backward (repeated ids accumulate)", topic="backprop basics",
+    covers="table lookup W[ids] and its scatter-add backward (repeated ids accumulate)",
+    topic="backprop basics",
     functions=("embedding_forward", "embedding_backward"),
     outputs=(("out", "embedding_forward"), ("dW", "embedding_backward")),
     library=("embedding_forward", "embedding_backward"),

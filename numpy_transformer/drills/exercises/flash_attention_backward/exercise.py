@@ -79,5 +79,6 @@ EXERCISE = Exercise(
     outputs=(("dq", "flash_attention_backward"), ("dk", "flash_attention_backward"),
              ("dv", "flash_attention_backward")),
     library=("flash_attention_forward", "flash_attention_backward"),
-    draw=_draw_flash, run=_run_flash, reference=_ref_flash, n_edge=len(_FLASH_EDGES), topic="attention",
+    draw=_draw_flash, run=_run_flash, reference=_ref_flash, n_edge=len(_FLASH_EDGES),
+    topic="attention",
 )

@@ -49,7 +49,8 @@ def _ref_gelu():
 
 EXERCISE = Exercise(
     name="gelu", difficulty="easy", minutes=10,
-    covers="GELU exact (x * Phi(x), with erf) and its tanh approximation; both derivatives", topic="activations",
+    covers="GELU exact (x * Phi(x), with erf) and its tanh approximation; both derivatives",
+    topic="activations",
     functions=("gelu_forward", "gelu_backward"),
     outputs=(("y", "gelu_forward"), ("dx", "gelu_backward")),
     library=("gelu_forward", "gelu_backward"),

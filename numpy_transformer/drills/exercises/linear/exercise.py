@@ -53,7 +53,8 @@ def _ref_linear():
 
 EXERCISE = Exercise(
     name="linear", difficulty="easy", minutes=10,
-    covers="y = x W^T + b with torch's (Dout, Din) weight layout and any leading dims; dx, dW, db", topic="backprop basics",
+    covers="y = x W^T + b with torch's (Dout, Din) weight layout and any leading dims; dx, dW, db",
+    topic="backprop basics",
     functions=("linear_forward", "linear_backward"),
     outputs=(("y", "linear_forward"), ("dx", "linear_backward"), ("dW", "linear_backward"),
              ("db", "linear_backward")),

@@ -50,7 +50,8 @@ def _ref_softmax():
 
 EXERCISE = Exercise(
     name="softmax", difficulty="easy", minutes=10,
-    covers="numerically stable softmax over the last axis; its backward (Jacobian-vector product)", topic="numerics",
+    covers="numerically stable softmax over the last axis; its backward (Jacobian-vector product)",
+    topic="numerics",
     functions=("softmax_forward", "softmax_backward"),
     outputs=(("y", "softmax_forward"), ("dx", "softmax_backward")),
     library=("softmax_forward", "softmax_backward"),

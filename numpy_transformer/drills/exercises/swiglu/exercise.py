@@ -61,7 +61,8 @@ def _ref_swiglu():
 
 EXERCISE = Exercise(
     name="swiglu", difficulty="medium", minutes=15,
-    covers="Llama's SwiGLU feed-forward down(silu(gate(x)) * up(x)); dx, dW_gate, dW_up, dW_down", topic="activations",
+    covers="Llama's SwiGLU feed-forward down(silu(gate(x)) * up(x)); dx, dW_gate, dW_up, dW_down",
+    topic="activations",
     functions=("swiglu_forward", "swiglu_backward"),
     outputs=(("y", "swiglu_forward"), ("dx", "swiglu_backward"), ("dW_gate", "swiglu_backward"),
              ("dW_up", "swiglu_backward"), ("dW_down", "swiglu_backward")),
