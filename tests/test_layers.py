@@ -13,7 +13,7 @@ any layer below its own, never one above, nor a sibling package of its own level
   it. The trace itself imports only the core's hooks (``nn.hooks``) and ``utils``: the core reports
   through hooks it defines and the trace subscribes, so the core imports nothing above it.
 * ``study.gradchecking.upstream`` (the checkers' own stream of upstream gradients) sits below its siblings:
-  the drill grader draws its ``dout`` from that same stream (``drills/exercises/_upstream.py``), so
+  the drill grader draws its ``dout`` from that same stream (``drills/engine/upstream.py``), so
   that no checker's upstream gradient can coincide with a user's data. It imports nothing of the
   package.
 * ``oracle.py`` is the one bridge to ``reference_torch`` (nothing else in the package names it in an
@@ -251,6 +251,6 @@ def test_the_layer_checks_catch_a_back_import():
     assert level_of(f"{PKG}.nn.module")[0] < level_of(f"{PKG}.study.trace")[0]
     assert level_of(f"{PKG}.models.gpt")[0] < level_of(f"{PKG}.training.trainer")[0]
     assert level_of(f"{PKG}.study.trace")[0] < level_of(f"{PKG}.training.trainer")[0] < level_of(f"{PKG}.study.plotting")[0]
-    assert level_of(f"{PKG}.study.gradchecking.pair")[0] == level_of(f"{PKG}.drills.grader")[0]      # siblings
+    assert level_of(f"{PKG}.study.gradchecking.pair")[0] == level_of(f"{PKG}.drills.engine.grader")[0]      # siblings
     assert _cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [frozenset("abc")]
 
