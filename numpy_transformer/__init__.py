@@ -22,29 +22,27 @@ __version__ = "0.1.0"
 _SUBMODULES = {"functional": ".functional", "data": ".tasks.data", "optim": ".optim",
                "generation": ".models.generation", "tasks_seq2seq": ".tasks.seq2seq", "amp": ".amp"}
 
-#: every other public name -> the module that defines it
+#: the tools and whole models offered at the top (``nt.gradcheck``, ``nt.GPT``) -> the module whose ``__all__``
+#: declares them (tests/test_public_names.py checks that it does); every name of ``nn.__all__`` (found from
+#: the files of ``nn/``, see ``nn/__init__.py``) is offered too: ``nt.Linear``, and a new ``nn/<topic>.py``'s names
+#: with no edit here
 _NAMES = {
     "trace": ".study.trace",
-    "gradcheck": ".study.gradcheck", "gradcheck_module": ".study.gradcheck", "GradcheckResult": ".study.gradcheck",
-    "GradcheckError": ".study.gradcheck",
+    "gradcheck": ".study.gradchecking", "gradcheck_module": ".study.gradchecking",
+    "GradcheckResult": ".study.gradchecking", "GradcheckError": ".study.gradchecking",
     "TransformerModel": ".models.encoder",
     "GPT": ".models.gpt", "GPTConfig": ".models.gpt", "llama_config": ".models.gpt",
     "Seq2SeqModel": ".models.seq2seq",
     "corpus_bleu": ".tasks.bleu",
-    "clip_grad_norm_": ".optim",
+    "clip_grad_norm_": ".optim.clip",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
     "CheckpointError": ".training.checkpoint", "CheckpointWriteError": ".training.checkpoint",
 }
-_NAMES.update(dict.fromkeys([
-    "GELU", "Dropout", "Embedding", "LayerNorm", "Linear", "Module", "ModuleList", "MultiheadAttention",
-    "Parameter", "PositionalEncoding", "ReLU", "RMSNorm", "TokenEmbedding", "TransformerEncoder",
-    "TransformerEncoderLayer", "dropout_masks", "sinusoidal_table",
-    "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "LearnedPositionalEmbedding", "SiLU", "SwiGLU", "KVCache", "CrossEntropyLoss",
-    "FeedForward", "GroupedQueryAttention", "TransformerBlock", "RotaryEmbedding", "RelativePositionBias",
-], ".nn"))
 
-__all__ = [*_SUBMODULES, *_NAMES]
+
+def _nn_names():
+    """``nn.__all__`` (importing ``nn``: asked for only after the cheaper lookups failed)."""
+    return _importlib.import_module(".nn", __name__).__all__
 
 
 def __getattr__(name):
@@ -52,6 +50,8 @@ def __getattr__(name):
         value = _importlib.import_module(_SUBMODULES[name], __name__)
     elif name in _NAMES:
         value = getattr(_importlib.import_module(_NAMES[name], __name__), name)
+    elif name == "__all__":                  # computed on first use: ``from numpy_transformer import *``
+        value = [*_SUBMODULES, *_NAMES, *(n for n in _nn_names() if n not in _NAMES)]
     elif name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     else:                                    # any other submodule, as an eager import made them: nt.nn, nt.models
@@ -60,31 +60,29 @@ def __getattr__(name):
         except ModuleNotFoundError as exc:
             if exc.name != f"{__name__}.{name}":
                 raise                        # the submodule exists but needs something missing: say so
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+            if name not in _nn_names():      # nt.Linear, nt.GeGLU: a name of nn's
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+            value = getattr(_importlib.import_module(".nn", __name__), name)
     globals()[name] = value                 # the next access is an ordinary attribute
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__getattr__("__all__")))
 
 
 if TYPE_CHECKING:                             # what editors and type checkers see
     from . import amp, functional, optim
     from .tasks import data, seq2seq as tasks_seq2seq
     from .models import generation
-    from .study.gradcheck import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
+    from .study.gradchecking import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
     from .study.trace import trace
     from .tasks.bleu import corpus_bleu
     from .training.checkpoint import CheckpointError, CheckpointWriteError
     from .models.gpt import GPT, GPTConfig, llama_config
     from .models.encoder import TransformerModel
-    from .nn import (GELU, CrossEntropyLoss, Dropout, Embedding, FeedForward, GroupedQueryAttention, KVCache, LayerNorm,
-                     LearnedPositionalEmbedding, Linear, Module, ModuleList, MultiheadAttention, Parameter,
-                     PositionalEncoding, RelativePositionBias, ReLU, RMSNorm, RotaryEmbedding, SiLU, SwiGLU,
-                     TokenEmbedding, Transformer, TransformerBlock, TransformerDecoder, TransformerDecoderLayer,
-                     TransformerEncoder, TransformerEncoderLayer, dropout_masks, sinusoidal_table)
-    from .optim import clip_grad_norm_
+    from .nn import *  # noqa: F401,F403 (nn.__all__, found from its files)
+    from .optim.clip import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
     from .models.seq2seq import Seq2SeqModel
 

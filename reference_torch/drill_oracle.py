@@ -4,10 +4,14 @@
 drill (``y``, ``dx``, ``dW`` ...). The grader compares them with its NumPy reference: the user is graded
 against the NumPy reference, and torch, when installed, confirms that reference case by case.
 
-Nothing here writes torch code of its own: each exercise maps its inputs onto an op of the torch table
-(:data:`reference_torch.table.OPS`, torch.nn.functional), or, for the module exercises, builds torch's
-module for the reference's own NumPy module (:func:`reference_torch.table.torch_module`), or, for
-``adamw_step``, runs ``torch.optim.AdamW`` itself. Imported
+There is no list of exercises here: each exercise folder's ``exercise.py`` says, as data (its
+``ORACLE``), how torch re-checks it. Most map their inputs onto an op of the torch table
+(:data:`reference_torch.table.OPS`, torch.nn.functional): ``{"op": name, "inputs": {table argument: case
+input}, "static": {argument: value}, "options": {argument: case input}, "upstream": case input,
+"outputs": {drill output: table output}, "nondiff": (...)}``. The irregular ones name an adapter below
+(``{"adapter": "multi_head_attention"}`` -> :func:`adapter_multi_head_attention`): the module exercises
+build torch's module for the reference's own NumPy module (:func:`reference_torch.table.torch_module`),
+``adamw_step`` runs ``torch.optim.AdamW`` itself. Imported
 lazily by the grading subprocess only (through ``numpy_transformer.oracle``).
 """
 
@@ -50,7 +54,7 @@ def _module(np_module, x, dout, **kwargs):
     return tm, out, xt.grad
 
 
-def _mha(c):
+def adapter_multi_head_attention(c):
     from numpy_transformer.drills.exercises import EXERCISES
     _, attn = EXERCISES["multi_head_attention"].reference().mha_forward(
         c["x"], c["Wq"], c["Wk"], c["Wv"], c["Wo"], c["num_heads"], mask=c["mask"], causal=c["causal"])
@@ -61,7 +65,7 @@ def _mha(c):
             "dWo": _np(tm.out_proj.weight.grad)}
 
 
-def _cross_attention(c):
+def adapter_cross_attention(c):
     # torch's nn.MultiheadAttention (no biases) called as its decoder layer calls it: (x, memory, memory)
     from numpy_transformer.drills.exercises import EXERCISES
     _, attn = EXERCISES["cross_attention"].reference().cross_attention_forward(
@@ -77,25 +81,25 @@ def _cross_attention(c):
             "dWv": _np(dWv), "dWo": _np(tm.out_proj.weight.grad)}
 
 
-def _encoder(c):
+def adapter_encoder_layer(c):
     from numpy_transformer.drills.exercises import EXERCISES
-    from numpy_transformer.drills.exercises.encoder_layer import _STATE_KEYS
+    from numpy_transformer.drills.exercises.encoder_layer.exercise import STATE_KEYS
     _, layer = EXERCISES["encoder_layer"].reference().encoder_layer_forward(
         c["x"], c["params"], c["num_heads"], mask=c["mask"], norm_first=c["norm_first"])
     mask = None if c["mask"] is None else torch.from_numpy(np.asarray(c["mask"], dtype=bool))
     tm, out, dx = _module(layer, c["x"], c["dout"], src_mask=mask)
     p = dict(tm.named_parameters())
-    g = {k: p[key].grad for k, key in _STATE_KEYS.items()}
+    g = {k: p[key].grad for k, key in STATE_KEYS.items()}
     g["Wq"], g["Wk"], g["Wv"] = p["self_attn.in_proj_weight"].grad.split(c["x"].shape[-1])
     res = {"out": _np(out), "dx": _np(dx)}
     res.update({f"grads[{k}]": _np(v) for k, v in g.items()})
     return res
 
 
-def _decoder(c):
+def adapter_decoder_layer(c):
     # torch.nn.TransformerDecoderLayer built from the reference's own layer (zero attention biases)
     from numpy_transformer.drills.exercises import EXERCISES
-    from numpy_transformer.drills.exercises.decoder_layer import _DEC_STATE_KEYS
+    from numpy_transformer.drills.exercises.decoder_layer.exercise import DEC_STATE_KEYS
     _, layer = EXERCISES["decoder_layer"].reference().decoder_layer_forward(
         c["tgt"], c["memory"], c["params"], c["num_heads"])
     tm = table.torch_module(layer, "torch.nn", np.float64)
@@ -105,7 +109,7 @@ def _decoder(c):
     out = tm(tt, mt, tgt_mask=as_t(c["tgt_mask"]), memory_key_padding_mask=as_t(c["memory_key_padding_mask"]))
     out.backward(torch.tensor(c["dout"], dtype=_DT))
     p = dict(tm.named_parameters())
-    g = {k: p[key].grad for k, key in _DEC_STATE_KEYS.items()}
+    g = {k: p[key].grad for k, key in DEC_STATE_KEYS.items()}
     g["Wq"], g["Wk"], g["Wv"] = p["self_attn.in_proj_weight"].grad.split(c["tgt"].shape[-1])
     g["cWq"], g["cWk"], g["cWv"] = p["multihead_attn.in_proj_weight"].grad.split(c["tgt"].shape[-1])
     res = {"out": _np(out), "dtgt": _np(tt.grad), "dmemory": _np(mt.grad)}
@@ -113,12 +117,12 @@ def _decoder(c):
     return res
 
 
-def _positional(c):
+def adapter_positional_encoding(c):
     from .nn.layers import sinusoidal_table
     return {"pe": _np(sinusoidal_table(c["S"], c["D"], _DT))}
 
 
-def _attention(c):
+def adapter_scaled_dot_product_attention(c):
     # the drill's mask is True = may NOT attend; torch's function (the table's op) takes True = may attend
     q = c["q"]
     return _op("scaled_dot_product_attention", {"query": q, "key": c["k"], "value": c["v"]},
@@ -126,7 +130,7 @@ def _attention(c):
                 else None}, c["dout"], {"out": "out", "dq": "query", "dk": "key", "dv": "value"})
 
 
-def _relative_position_bias(c):
+def adapter_relative_position_bias(c):
     # the buckets from the Hugging Face T5 twin's function, the lookup and its gradient from the table's op
     from .nn.position_bias import relative_position_bucket
     s, t, nb = c["S"], c["T"], c["W"].shape[0]
@@ -139,14 +143,14 @@ def _relative_position_bias(c):
     return res
 
 
-def _alibi(c):
+def adapter_alibi(c):
     """The paper's get_slopes and bias (reference_torch.nn.position_bias, torch ops)."""
     from .nn.position_bias import alibi_bias, alibi_get_slopes
     return {"slopes": np.asarray(alibi_get_slopes(c["num_heads"]), dtype=np.float64),
             "bias": alibi_bias(c["num_heads"], c["S"], c["T"]).numpy()}
 
 
-def _learned_positions(c):
+def adapter_learned_positions(c):
     """torch's twin of nt.LearnedPositionalEmbedding (table.torch_module) with the case's table."""
     import numpy_transformer as nt
     W = np.asarray(c["W"], dtype=np.float64)
@@ -156,7 +160,7 @@ def _learned_positions(c):
     return {"y": _np(out), "dx": _np(dx), "dW": _np(tm.weight.grad)}
 
 
-def _dropout(c):
+def adapter_dropout(c):
     # torch's own generator cannot replay NumPy's draw: the drill's keep-mask (rng.random(x.shape) >= p
     # from the case's seed) goes to the table's dropout op, which applies it with torch's operators
     keep = np.random.default_rng(int(c["seed"])).random(c["x"].shape) >= c["p"]
@@ -164,7 +168,7 @@ def _dropout(c):
                {"y": "out", "dx": "x"})
 
 
-def _adamw(c):
+def adapter_adamw_step(c):
     # torch.optim.AdamW itself, its state set to the case's (step, exp_avg, exp_avg_sq)
     p = torch.nn.Parameter(torch.tensor(c["param"], dtype=_DT))
     p.grad = torch.tensor(c["grad"], dtype=_DT)
@@ -176,7 +180,7 @@ def _adamw(c):
     return {"param": _np(p), "m": _np(opt.state[p]["exp_avg"]), "v": _np(opt.state[p]["exp_avg_sq"])}
 
 
-def _kv_cache(c):
+def adapter_causal_attention_kv_cache(c):
     # the last S rows of torch's causal attention over the T + S positions (True = may attend, aligned
     # bottom-right); the caches are torch.cat's
     k = np.concatenate([c["k_cache"], c["k_new"]], axis=2)
@@ -190,53 +194,21 @@ def _kv_cache(c):
     return res
 
 
-_RUNNERS = {
-    "softmax": lambda c: _op("softmax", {"x": c["x"]}, {"axis": -1}, c["dy"], {"y": "out", "dx": "x"}),
-    "layer_norm": lambda c: _op("layer_norm", {"x": c["x"], "weight": c["gamma"], "bias": c["beta"]}, {"eps": 1e-5},
-                                c["dy"], {"y": "out", "dx": "x", "dgamma": "weight", "dbeta": "bias"}),
-    "rms_norm": lambda c: _op("rms_norm", {"x": c["x"], "weight": c["gamma"]}, {"eps": 1e-6}, c["dy"],
-                              {"y": "out", "dx": "x", "dgamma": "weight"}),
-    "gelu": lambda c: _op("gelu", {"x": c["x"]}, {"approximate": c["approximate"]}, c["dy"], {"y": "out", "dx": "x"}),
-    "silu": lambda c: _op("silu", {"x": c["x"]}, {}, c["dy"], {"y": "out", "dx": "x"}),
-    "swiglu": lambda c: _op("swiglu", {"x": c["x"], "w_gate": c["W_gate"], "w_up": c["W_up"], "w_down": c["W_down"]},
-                            {}, c["dy"], {"y": "out", "dx": "x", "dW_gate": "w_gate", "dW_up": "w_up",
-                                          "dW_down": "w_down"}),
-    "linear": lambda c: _op("linear", {"x": c["x"], "weight": c["W"], "bias": c["b"]}, {}, c["dy"],
-                            {"y": "out", "dx": "x", "dW": "weight", "db": "bias"}),
-    "dropout": _dropout,
-    "embedding": lambda c: _op("embedding", {"ids": c["ids"], "weight": c["W"]}, {}, c["dout"],
-                               {"out": "out", "dW": "weight"}, nondiff=("ids",)),
-    "cross_entropy": lambda c: _op("cross_entropy", {"input": c["logits"], "target": c["targets"]}, {},
-                                   c["dloss"], {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
-    "cross_entropy_options": lambda c: _op(
-        "cross_entropy", {"input": c["logits"], "target": c["targets"]},
-        {"ignore_index": c["ignore_index"], "label_smoothing": c["label_smoothing"]}, c["dloss"],
-        {"loss": "out", "dlogits": "input"}, nondiff=("target",)),
-    "adamw_step": _adamw,
-    "relative_position_bias": _relative_position_bias,
-    "alibi": _alibi,
-    "learned_positions": _learned_positions,
-    "positional_encoding": _positional,
-    "rope": lambda c: _op("rope", {"x": c["x"]}, {"positions": c["positions"], "base": c["base"],
-                                                  "interleaved": c["interleaved"]}, c["dy"], {"y": "out", "dx": "x"}),
-    "scaled_dot_product_attention": _attention,
-    "grouped_query_attention": lambda c: _op(
-        "scaled_dot_product_attention_gqa", {"query": c["q"], "key": c["k"], "value": c["v"]},
-        {"is_causal": c["causal"], "enable_gqa": True}, c["dout"],
-        {"out": "out", "dq": "query", "dk": "key", "dv": "value"}),
-    "causal_attention_kv_cache": _kv_cache,
-    "flash_attention_backward": lambda c: _op(
-        "scaled_dot_product_attention", {"query": c["q"], "key": c["k"], "value": c["v"]}, {"is_causal": c["causal"]},
-        c["dout"], {"dq": "query", "dk": "key", "dv": "value"}),
-    "multi_head_attention": _mha,
-    "cross_attention": _cross_attention,
-    "encoder_layer": _encoder,
-    "decoder_layer": _decoder,
-}
+def _table_op(spec, c):
+    """An exercise's ``ORACLE`` of the table-op kind, run on the case inputs ``c``."""
+    static = dict(spec.get("static", {}))
+    static.update({arg: c[key] for arg, key in spec.get("options", {}).items()})
+    return _op(spec["op"], {arg: c[key] for arg, key in spec["inputs"].items()}, static, c[spec["upstream"]],
+               spec["outputs"], nondiff=tuple(spec.get("nondiff", ())))
 
 
 def run(exercise, inputs):
     """The drill's named outputs for ``inputs``, computed by torch (float64, autograd)."""
-    if exercise not in _RUNNERS:
-        raise KeyError(f"no torch oracle for the {exercise!r} drill in reference_torch.drill_oracle")
-    return _RUNNERS[exercise](inputs)
+    from numpy_transformer.drills.exercises import get
+    ex = get(exercise)
+    spec = None if ex is None else ex.oracle
+    if not spec:
+        raise KeyError(f"no torch oracle for the {exercise!r} drill (its exercise.py has no ORACLE)")
+    if "adapter" in spec:
+        return globals()[f"adapter_{spec['adapter']}"](inputs)
+    return _table_op(spec, inputs)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from numpy_transformer.cli import build_parser
-from numpy_transformer.cli.train import _given
+from numpy_transformer.cli.train import given_options
 from numpy_transformer.training.trainer import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,4 +154,4 @@ def config_of(argv: list[str], **replace: object) -> TrainConfig:
         else:
             argv += [flag, str(value)]
     args = build_parser(argv).parse_args(argv)
-    return TrainConfig(**_given(args))
+    return TrainConfig(**given_options(args))

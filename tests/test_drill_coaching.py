@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 import numpy_transformer.drills as drills
-from numpy_transformer.drills import diagnosis, mock, stats
+from numpy_transformer.drills.engine import diagnosis, mock, stats
 from tests.test_drills import (DATA_DIR, MISTAKES, ROOT, apply_patches, check, check_inprocess, first_diagnosis,
                                flat, solution_source)
 

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import numpy_transformer.drills as drills
-from numpy_transformer.drills import _guard, exercises, mock, stats
+from numpy_transformer.drills import exercises
+from numpy_transformer.drills.engine import guard as _guard, mock, stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,7 +109,7 @@ def softmax_backward(dy, cache):
 """
 
 #: 5. the library's own solution
-CHEAT_IMPORT = "from numpy_transformer.drills.solutions.softmax import *\n"
+CHEAT_IMPORT = "from numpy_transformer.drills.exercises.softmax.solution import *\n"
 
 CHEATS = {"compare": CHEAT_COMPARE, "events": CHEAT_EVENTS, "library": CHEAT_LIBRARY, "array": CHEAT_ARRAY,
           "import": CHEAT_IMPORT}
@@ -273,7 +274,7 @@ def test_the_grading_process_holds_nothing_of_the_library(tmp_path, data):
     assert rc == 0, out
     found = json.loads(out_file.read_text())
     assert found["modules"] == [] and found["namespaces"] == [] and found["classes"] == [], found
-    helpers = {os.path.join("drills", f) for f in ("_worker.py", "_wire.py", "_guard.py", "_harness.py")}
+    helpers = {os.path.join("drills", "engine", f) for f in ("worker.py", "wire.py", "guard.py", "harness.py")}
     assert set(found["files"]) <= helpers, found["files"]
 
 
@@ -390,7 +391,7 @@ def test_sigterm_and_sighup_end_the_check_and_remove_its_temporary_directory(sig
 
 _RECORDER = """
 import sys
-from numpy_transformer.drills import stats
+from numpy_transformer.drills.engine import stats
 for i in range(int(sys.argv[1])):
     stats.record({"exercise": "softmax", "passed": i % 2 == 0, "mistakes": ["softmax_unstable"], "elapsed": 60.0})
 """
@@ -426,7 +427,7 @@ def test_a_corrupt_stats_file_is_kept_aside_and_reported(tmp_path, monkeypatch, 
 
 
 def test_the_upstream_gradient_has_a_stream_of_its_own():
-    from numpy_transformer.drills.exercises import _upstream
+    from numpy_transformer.drills.engine import upstream as _upstream
     for ex in exercises.EXERCISES.values():
         for i in range(12):
             inputs = exercises.draw_case(ex, 0, i).inputs
@@ -442,7 +443,7 @@ def test_the_upstream_gradient_has_a_stream_of_its_own():
 
 
 def test_an_upstream_gradient_parallel_to_an_input_is_redrawn():
-    from numpy_transformer.drills.exercises import _upstream
+    from numpy_transformer.drills.engine import upstream as _upstream
     first = _upstream.upstream_gradient(0, 0, "softmax", 0, (3, 4), {})
     for other in (first, -2.5 * first):
         again = _upstream.upstream_gradient(0, 0, "softmax", 0, (3, 4), {"x": other})

@@ -1,4 +1,4 @@
-"""How ``drill check`` starts its grading process (:mod:`numpy_transformer.drills.spawn`).
+"""How ``drill check`` starts its grading process (:mod:`numpy_transformer.drills.engine.spawn`).
 
 The child is a fresh interpreter in isolated mode that runs the worker script by path: it must isolate
 the user's file (exits, hard exits, infinite loops, printing) and never hold the library. And the quick
@@ -17,7 +17,7 @@ import pytest
 
 import numpy_transformer as nt
 import numpy_transformer.drills as drills
-from numpy_transformer.drills import spawn
+from numpy_transformer.drills.engine import spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,7 +54,7 @@ def test_a_correct_file_passes_in_a_fresh_isolated_interpreter(tmp_path, monkeyp
     assert "PASS" in out
     # the worker script by path, isolated (-I: no cwd on sys.path, no PYTHON* variables): never a fork
     assert len(started) == 1 and started[0][:4] == [sys.executable, "-I", "-B", spawn.WORKER], started
-    assert spawn.WORKER.endswith(os.path.join("drills", "_worker.py"))
+    assert spawn.WORKER.endswith(os.path.join("drills", "engine", "worker.py"))
 
 
 @pytest.mark.parametrize("src, status, needle", [
@@ -91,7 +91,7 @@ def test_the_users_output_is_captured_not_printed(tmp_path, capfd):
 
 
 def test_the_worker_script_runs_without_the_package_on_the_path(tmp_path):
-    """``python -I _worker.py`` from any directory, without PYTHONPATH: it loads its helpers by path, so
+    """``python -I engine/worker.py`` from any directory, without PYTHONPATH: it loads its helpers by path, so
     it starts and ends cleanly (end of file on its input: exit status 0, nothing on stderr)."""
     r, w = os.pipe()
     os.close(w)
@@ -120,8 +120,8 @@ def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
     assert set(nt.__all__) <= set(dir(nt))
     assert nt.Linear is nt.nn.Linear and nt.functional.softmax_forward
-    import numpy_transformer.study.gradcheck.pair                             # the subpackage of the same name
-    assert nt.gradcheck is sys.modules["numpy_transformer.study.gradcheck.pair"].gradcheck
+    import numpy_transformer.study.gradchecking.pair                             # the subpackage of the same name
+    assert nt.gradcheck is sys.modules["numpy_transformer.study.gradchecking.pair"].gradcheck
     with pytest.raises(AttributeError, match="has no attribute 'Linaer'"):
         nt.Linaer                                                       # noqa: B018
 

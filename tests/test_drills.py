@@ -28,8 +28,9 @@ import pytest
 import numpy_transformer.drills as drills
 from numpy_transformer import cli
 from numpy_transformer.cli import drill as cli_drill
-from numpy_transformer.drills import diagnose, exercises
-from numpy_transformer.drills.judge import grade_case
+from numpy_transformer.drills import exercises
+from numpy_transformer.drills.engine import diagnose
+from numpy_transformer.drills.engine.judge import grade_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = list(drills.EXERCISES)
@@ -84,254 +85,14 @@ def test_reference_solution_passes(name, tmp_path):
     assert re.search(r"score: (\d+)/\1 checks passed \(100%\), 40/40 cases fully correct", out), out
 
 
-# Implementations that call the library itself (functional.py, or the nn modules for the big ones).
-ADAPTERS = {
-    "softmax": """
-from numpy_transformer import functional as F
-def softmax_forward(x): return F.softmax_forward(x)
-def softmax_backward(dy, cache): return F.softmax_backward(dy, cache)
-""",
-    "layer_norm": """
-from numpy_transformer import functional as F
-def layer_norm_forward(x, gamma, beta, eps=1e-5): return F.layer_norm_forward(x, gamma, beta, eps)
-def layer_norm_backward(dy, cache): return F.layer_norm_backward(dy, cache)
-""",
-    "rms_norm": """
-from numpy_transformer import functional as F
-def rms_norm_forward(x, gamma, eps=1e-6): return F.rms_norm_forward(x, gamma, eps)
-def rms_norm_backward(dy, cache): return F.rms_norm_backward(dy, cache)
-""",
-    "gelu": """
-from numpy_transformer import functional as F
-def gelu_forward(x, approximate="none"): return F.gelu_forward(x, approximate)
-def gelu_backward(dy, cache): return F.gelu_backward(dy, cache)
-""",
-    "silu": """
-from numpy_transformer import functional as F
-def silu_forward(x): return F.silu_forward(x)
-def silu_backward(dy, cache): return F.silu_backward(dy, cache)
-""",
-    "swiglu": """
-from numpy_transformer import functional as F
-def swiglu_forward(x, W_gate, W_up, W_down): return F.swiglu_forward(x, W_gate, W_up, W_down)
-def swiglu_backward(dy, cache): return F.swiglu_backward(dy, cache)[:4]
-""",
-    "dropout": """
-from numpy_transformer import functional as F
-def dropout_forward(x, p, rng, training=True): return F.dropout_forward(x, p, training=training, rng=rng)
-def dropout_backward(dy, cache): return F.dropout_backward(dy, cache)
-""",
-    "linear": """
-import numpy as np
-from numpy_transformer import nn
-def linear_forward(x, W, b):
-    m = nn.Linear(W.shape[1], W.shape[0], dtype=np.float64)
-    m.weight.data[...] = W
-    m.bias.data[...] = b
-    return m(x), m
-def linear_backward(dy, m):
-    dx = m.backward(dy)
-    return dx, m.weight.grad, m.bias.grad
-""",
-    "embedding": """
-import numpy as np
-from numpy_transformer import nn
-def embedding_forward(ids, W):
-    m = nn.Embedding(*W.shape, dtype=np.float64)
-    m.weight.data[...] = W
-    return m(ids), m
-def embedding_backward(dout, m):
-    m.backward(dout)
-    return m.weight.grad
-""",
-    "relative_position_bias": """
-import numpy as np
-from numpy_transformer import nn
-def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
-    from numpy_transformer import functional as F
-    return F.relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance)
-def relative_position_bias_forward(W, S, T, bidirectional, max_distance):
-    m = nn.RelativePositionBias(W.shape[1], W.shape[0], max_distance, bidirectional, dtype=np.float64)
-    m.relative_attention_bias.weight.data[...] = W
-    return m(S, T), m
-def relative_position_bias_backward(dbias, m):
-    m.backward(dbias)
-    return m.relative_attention_bias.weight.grad
-""",
-    "learned_positions": """
-import numpy as np
-from numpy_transformer import nn
-def learned_positions_forward(x, W, offset=0):
-    m = nn.LearnedPositionalEmbedding(W.shape[0], W.shape[1], dtype=np.float64)
-    m.weight.data[...] = W
-    return m(x, offset=offset), m
-def learned_positions_backward(dy, m):
-    return m.backward(dy), m.weight.grad
-""",
-    "alibi": """
-from numpy_transformer import functional as F
-def alibi_slopes(num_heads): return F.alibi_slopes(num_heads)
-def alibi_bias(num_heads, s, t): return F.alibi_bias(num_heads, s, t)
-""",
-    "cross_entropy": """
-import numpy as np
-from numpy_transformer import functional as F
-def cross_entropy_forward(logits, targets):
-    n = logits.shape[0]
-    z = logits - logits.max(axis=-1, keepdims=True)
-    p, cache = F.softmax_forward(z)
-    loss = -(z[np.arange(n), targets] - np.log(np.exp(z).sum(axis=-1))).mean()
-    return loss, (p, targets)
-def cross_entropy_backward(dloss, cache):
-    p, targets = cache
-    onehot = np.eye(p.shape[1])[targets]
-    return (p - onehot) * dloss / p.shape[0]
-""",
-    "cross_entropy_options": """
-from numpy_transformer import functional as F
-def cross_entropy_forward(logits, targets, ignore_index=-100, label_smoothing=0.0):
-    return F.cross_entropy_forward(logits, targets, ignore_index=ignore_index, label_smoothing=label_smoothing)
-def cross_entropy_backward(dloss, cache): return F.cross_entropy_backward(dloss, cache)
-""",
-    "adamw_step": """
-import numpy as np
-from numpy_transformer import nn, optim
-def adamw_step(param, grad, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-    p = nn.Parameter(param.copy())
-    p.grad = grad.copy()
-    opt = optim.AdamW([p], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-    sd = opt.state_dict()
-    sd["state"] = {0: {"step": float(step), "exp_avg": m.copy(), "exp_avg_sq": v.copy()}}
-    opt.load_state_dict(sd)
-    opt.step()
-    s = opt.state_dict()["state"][0]
-    return p.data, s["exp_avg"], s["exp_avg_sq"]
-""",
-    "positional_encoding": """
-import numpy as np
-from numpy_transformer import nn
-def positional_encoding(S, D): return nn.sinusoidal_table(S, D, np.float64)
-""",
-    "rope": """
-from numpy_transformer import functional as F
-def rope_forward(x, positions, base=10000.0, interleaved=False): return F.rope_forward(x, positions, base, interleaved)
-def rope_backward(dy, cache): return F.rope_backward(dy, cache)
-""",
-    "scaled_dot_product_attention": """
-from numpy_transformer import functional as F
-def attention_forward(q, k, v, mask=None, causal=False):
-    if mask is None:                          # the drill's mask: True = may NOT attend; the library's: True = may
-        return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal)
-    blocked = mask | F.causal_mask(q.shape[-2], k.shape[-2]) if causal else mask
-    return F.scaled_dot_product_attention_forward(q, k, v, attn_mask=~blocked)
-def attention_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
-""",
-    "grouped_query_attention": """
-from numpy_transformer import functional as F
-def gqa_forward(q, k, v, causal=False):
-    return F.scaled_dot_product_attention_forward(q, k, v, is_causal=causal, enable_gqa=True)
-def gqa_backward(dout, cache): return F.scaled_dot_product_attention_backward(dout, cache)
-""",
-    "causal_attention_kv_cache": """
-import numpy as np
-from numpy_transformer import functional as F
-def kv_cache_attention(q, k_new, v_new, k_cache, v_cache):
-    K, V = np.concatenate([k_cache, k_new], axis=2), np.concatenate([v_cache, v_new], axis=2)
-    S, N = q.shape[-2], K.shape[-2]
-    blocked = np.zeros((S, N), dtype=bool)
-    blocked[:, N - S:] = F.causal_mask(S)     # the modules' convention: True = may NOT attend
-    out, _ = F.scaled_dot_product_attention_forward(q, K, V, attn_mask=~blocked)
-    return out, K, V
-""",
-    "multi_head_attention": """
-import numpy as np
-from numpy_transformer import nn, functional as F
-def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
-    S, D = x.shape[1], x.shape[2]
-    m = nn.MultiheadAttention(D, num_heads, bias=False, batch_first=True, dtype=np.float64)
-    m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])
-    m.out_proj.weight.data[...] = Wo
-    if causal:
-        mask = F.causal_mask(S) if mask is None else (mask | F.causal_mask(S))
-    out, _ = m(x, x, x, attn_mask=mask, need_weights=False)
-    return out, m
-def mha_backward(dout, m):
-    dq, dk, dv = m.backward(dout)
-    dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
-    return dq + dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
-""",
-    "cross_attention": """
-import numpy as np
-from numpy_transformer import nn
-def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
-    m = nn.MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=np.float64)
-    m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])
-    m.out_proj.weight.data[...] = Wo
-    out, _ = m(x, memory, memory, key_padding_mask=memory_key_padding_mask, need_weights=False)
-    return out, m
-def cross_attention_backward(dout, m):
-    dq, dk, dv = m.backward(dout)
-    dWq, dWk, dWv = np.split(m.in_proj_weight.grad, 3)
-    return dq, dk + dv, dWq, dWk, dWv, m.out_proj.weight.grad
-""",
-    "encoder_layer": """
-import numpy as np
-from numpy_transformer import nn
-NAMES = {"Wo": "self_attn.out_proj.weight", "W1": "linear1.weight", "b1": "linear1.bias",
-         "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight", "beta1": "norm1.bias",
-         "gamma2": "norm2.weight", "beta2": "norm2.bias"}
-def encoder_layer_forward(x, params, num_heads, mask=None, norm_first=False):
-    D, F_ = x.shape[-1], params["W1"].shape[0]
-    layer = nn.TransformerEncoderLayer(D, num_heads, dim_feedforward=F_, dropout=0.0, batch_first=True,
-                                       norm_first=norm_first, dtype=np.float64)
-    sd = layer.state_dict()
-    sd["self_attn.in_proj_weight"][...] = np.concatenate([params["Wq"], params["Wk"], params["Wv"]])
-    sd["self_attn.in_proj_bias"][...] = 0.0
-    sd["self_attn.out_proj.bias"][...] = 0.0
-    for k, torch_name in NAMES.items():
-        sd[torch_name][...] = params[k]
-    return layer(x, src_mask=mask), layer
-def encoder_layer_backward(dout, layer):
-    dx = layer.backward(dout)
-    p = dict(layer.named_parameters())
-    g = {k: p[t].grad for k, t in NAMES.items()}
-    g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
-    return dx, g
-""",
-    "decoder_layer": """
-import numpy as np
-from numpy_transformer import nn
-NAMES = {"Wo": "self_attn.out_proj.weight", "cWo": "multihead_attn.out_proj.weight", "W1": "linear1.weight",
-         "b1": "linear1.bias", "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight",
-         "beta1": "norm1.bias", "gamma2": "norm2.weight", "beta2": "norm2.bias", "gamma3": "norm3.weight",
-         "beta3": "norm3.bias"}
-def decoder_layer_forward(tgt, memory, params, num_heads, tgt_mask=None, memory_key_padding_mask=None):
-    D, F_ = tgt.shape[-1], params["W1"].shape[0]
-    layer = nn.TransformerDecoderLayer(D, num_heads, dim_feedforward=F_, dropout=0.0, batch_first=True,
-                                       dtype=np.float64)
-    sd = layer.state_dict()
-    for attn, pre in (("self_attn", ""), ("multihead_attn", "c")):
-        sd[attn + ".in_proj_weight"][...] = np.concatenate([params[pre + "Wq"], params[pre + "Wk"], params[pre + "Wv"]])
-        sd[attn + ".in_proj_bias"][...] = 0.0
-        sd[attn + ".out_proj.bias"][...] = 0.0
-    for k, torch_name in NAMES.items():
-        sd[torch_name][...] = params[k]
-    return layer(tgt, memory, tgt_mask=tgt_mask, memory_key_padding_mask=memory_key_padding_mask), layer
-def decoder_layer_backward(dout, layer):
-    dtgt, dmemory = layer.backward(dout)
-    p = dict(layer.named_parameters())
-    g = {k: p[t].grad for k, t in NAMES.items()}
-    g["Wq"], g["Wk"], g["Wv"] = np.split(p["self_attn.in_proj_weight"].grad, 3)
-    g["cWq"], g["cWk"], g["cWv"] = np.split(p["multihead_attn.in_proj_weight"].grad, 3)
-    return dtgt, dmemory, g
-""",
-    "flash_attention_backward": """
-from numpy_transformer import functional as F
-def flash_attention_backward(q, k, v, out, lse, dout, causal=False, block_q=2, block_k=2):
-    o, cache = F.flash_attention_forward(q, k, v, is_causal=causal, block_q=block_q, block_k=block_k)
-    return F.flash_attention_backward(dout, cache)
-""",
-}
+# Implementations that call the library itself (functional.py, or the nn modules for the big ones):
+# each exercise folder's via_library.py.
+def _via_library(name):
+    with open(os.path.join(drills.EXERCISES[name].folder, "via_library.py"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+ADAPTERS = {name: _via_library(name) for name in NAMES}
 
 
 def test_every_exercise_has_an_adapter():
@@ -362,7 +123,7 @@ def test_a_file_importing_the_library_is_refused(tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_default_variant_is_correct(name):
-    """Every mistake is a knob of a variant that is correct with its default knobs."""
+    """Every mistake is a patch of the solution, which is correct unpatched (the variant with no patch)."""
     ex = drills.EXERCISES[name]
     ns = ex.variant()
     for i in range(24):
@@ -376,314 +137,9 @@ def test_default_variant_is_correct(name):
 # every known mistake FAILS with the right diagnosis
 # --------------------------------------------------------------------------------------------------
 
-# (exercise, mistake id): [(text in the reference solution, what a person making the mistake writes), ...]
-MISTAKES = {
-    ("softmax", "softmax_wrong_axis"): [
-        ("x.max(axis=-1, keepdims=True)", "x.max(axis=0, keepdims=True)"),
-        ("e.sum(axis=-1, keepdims=True)", "e.sum(axis=0, keepdims=True)"),
-        ("np.sum(dy * y, axis=-1, keepdims=True)", "np.sum(dy * y, axis=0, keepdims=True)")],
-    ("softmax", "softmax_unstable"): [("z = x - x.max(axis=-1, keepdims=True)", "z = x")],
-    ("softmax", "softmax_backward_no_rowsum"): [
-        ("return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))", "return y * dy")],
-    ("softmax", "softmax_backward_diagonal"): [
-        ("return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))", "return y * (1 - y) * dy")],
-
-    ("layer_norm", "ln_unbiased_variance"): [
-        ("var = np.mean(xc * xc, axis=-1, keepdims=True)", "var = np.var(x, axis=-1, ddof=1, keepdims=True)")],
-    ("layer_norm", "ln_eps_outside_sqrt"): [("1.0 / np.sqrt(var + eps)", "1.0 / (np.sqrt(var) + eps)")],
-    ("layer_norm", "ln_wrong_axis"): [
-        ("mu = x.mean(axis=-1, keepdims=True)", "mu = x.mean(axis=tuple(range(x.ndim - 1)), keepdims=True)"),
-        ("np.mean(xc * xc, axis=-1, keepdims=True)", "np.mean(xc * xc, axis=tuple(range(x.ndim - 1)), keepdims=True)"),
-        ("dxhat.mean(axis=-1, keepdims=True)", "dxhat.mean(axis=lead, keepdims=True)"),
-        ("np.mean(dxhat * xhat, axis=-1, keepdims=True)", "np.mean(dxhat * xhat, axis=lead, keepdims=True)")],
-    ("layer_norm", "ln_backward_no_mean_term"): [("dxhat - dxhat.mean(axis=-1, keepdims=True)\n", "dxhat\n")],
-    ("layer_norm", "ln_backward_no_variance_term"): [
-        ("\n                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", ")")],
-    ("layer_norm", "ln_backward_constant_stats"): [
-        ("rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)\n"
-         "                 - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", "rstd * dxhat")],
-    ("layer_norm", "ln_backward_no_gamma"): [("dxhat = dy * gamma", "dxhat = dy")],
-
-    ("rms_norm", "rms_mean_not_mean_square"): [
-        ("ms = np.mean(x * x, axis=-1, keepdims=True)",
-         "x = x - x.mean(axis=-1, keepdims=True)\n    ms = np.mean(x * x, axis=-1, keepdims=True)")],
-    ("rms_norm", "rms_eps_outside_sqrt"): [("1.0 / np.sqrt(ms + eps)", "1.0 / (np.sqrt(ms) + eps)")],
-    ("rms_norm", "rms_backward_no_projection"): [
-        ("rstd * (dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))", "rstd * dxhat")],
-    ("rms_norm", "rms_backward_no_gamma"): [("dxhat = dy * gamma", "dxhat = dy")],
-
-    ("gelu", "gelu_tanh_for_exact"): [('if approximate == "tanh":', "if True:")],
-    ("gelu", "gelu_sigmoid_approximation"): [
-        ("y = x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))", "y = x / (1.0 + np.exp(-1.702 * x))"),
-        ("slope = cdf + x * pdf", "s = 1.0 / (1.0 + np.exp(-1.702 * x))\n        slope = s + 1.702 * x * s * (1 - s)")],
-    ("gelu", "gelu_backward_no_x_pdf"): [("slope = cdf + x * pdf", "slope = cdf")],
-    ("gelu", "gelu_backward_pdf_unnormalised"): [
-        ("pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)", "pdf = np.exp(-0.5 * x * x)")],
-    ("gelu", "gelu_tanh_backward_no_inner"): [("* c * (1.0 + 3 * 0.044715 * x * x)", "* c")],
-
-    ("silu", "silu_backward_no_product_rule"): [("return dy * (s + x * s * (1.0 - s))", "return dy * s")],
-    ("silu", "silu_backward_sigmoid_derivative"): [
-        ("return dy * (s + x * s * (1.0 - s))", "return dy * s * (1.0 - s)")],
-    ("silu", "silu_unstable_sigmoid"): [
-        ("e = np.exp(-np.abs(x))\n    return np.where(x >= 0, 1.0, e) / (1.0 + e)",
-         "e = np.exp(x)\n    return e / (1.0 + e)")],
-    ("silu", "silu_gelu_sigmoid_approximation"): [
-        ("s = _sigmoid(x)", "s = _sigmoid(1.702 * x)"),
-        ("return dy * (s + x * s * (1.0 - s))", "return dy * (s + 1.702 * x * s * (1.0 - s))")],
-
-    ("swiglu", "swiglu_gate_up_swapped"): [
-        ("g = x @ W_gate.T", "g = x @ W_up.T"), ("u = x @ W_up.T", "u = x @ W_gate.T"),
-        ("dW_gate = dg.reshape(-1, F).T @ x2", "dW_up_ = dg.reshape(-1, F).T @ x2"),
-        ("dW_up = du.reshape(-1, F).T @ x2", "dW_gate = du.reshape(-1, F).T @ x2"),
-        ("dW_up_ =", "dW_up ="),
-        ("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_up + du @ W_gate")],
-    ("swiglu", "swiglu_silu_on_both"): [
-        ("h = a * u                                                   # (N..., F)", "h = a * (u * _sigmoid(u))"),
-        ("    da = dh * u\n    du = dh * a\n",
-         "    su = _sigmoid(u)\n    da = dh * u * su\n    du = dh * a * (su + u * su * (1.0 - su))\n")],
-    ("swiglu", "swiglu_backward_no_product_rule"): [("    da = dh * u\n", "    da = dh\n")],
-    ("swiglu", "swiglu_backward_one_branch"): [("dx = dg @ W_gate + du @ W_up", "dx = dg @ W_gate")],
-    ("swiglu", "swiglu_backward_silu_slope"): [("dg = da * (s + g * s * (1.0 - s))", "dg = da * s")],
-
-    ("linear", "linear_untransposed_weight"): [
-        ("y = x @ W.T + b", "y = x @ W + b"), ("dx = dy @ W ", "dx = dy @ W.T "), ("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
-    ("linear", "linear_dW_transposed"): [("dW = dy2.T @ x2", "dW = x2.T @ dy2")],
-    ("linear", "linear_db_mean"): [("db = dy2.sum(axis=0)", "db = dy2.mean(axis=0)")],
-
-    ("dropout", "dropout_no_scale"): [("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 1.0")],
-    ("dropout", "dropout_backward_no_scale"): [("return dy * keep * scale", "return dy * keep")],
-    ("dropout", "dropout_backward_resampled"): [
-        ("return x * keep * scale, (keep, scale)", "return x * keep * scale, (rng, p, scale)"),
-        ("keep, scale = cache\n", "rng, p, scale = cache\n    keep = rng.random(dy.shape) >= p\n")],
-    ("dropout", "dropout_applied_at_eval"): [("    if not training:\n        return x.copy(), None\n", "")],
-    ("dropout", "dropout_p_as_keep_probability"): [
-        ("keep = rng.random(x.shape) >= p ", "keep = rng.random(x.shape) < p "),
-        ("scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)", "scale = 0.0 if p == 0.0 else 1.0 / p")],
-
-    ("embedding", "embedding_repeated_ids_dropped"): [
-        ("np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D))", "dW[ids.reshape(-1)] += dout.reshape(-1, D)")],
-
-    ("learned_positions", "lpe_batch_not_summed"): [("dW[offset:offset + s] = dy.sum(axis=0)",
-                                                      "dW[offset:offset + s] = dy[0]")],
-    ("learned_positions", "lpe_batch_averaged"): [("dW[offset:offset + s] = dy.sum(axis=0)",
-                                                    "dW[offset:offset + s] = dy.mean(axis=0)")],
-    ("learned_positions", "lpe_offset_ignored"): [("return x + W[offset:offset + s], (W.shape, offset, s)",
-                                                    "return x + W[:s], (W.shape, 0, s)")],
-    ("alibi", "alibi_geometric_for_any_h"): [("    if p == num_heads:\n        return _geometric(p)\n",
-                                                "    return _geometric(num_heads)\n")],
-    ("alibi", "alibi_slopes_from_zero"): [("np.arange(1, n + 1) / n", "np.arange(0, n) / n")],
-    ("alibi", "alibi_sign_flipped"): [("return alibi_slopes(num_heads)[:, None, None] * rel[None]",
-                                       "return -alibi_slopes(num_heads)[:, None, None] * rel[None]")],
-    ("alibi", "alibi_top_left_aligned"): [("(np.arange(s)[:, None] + t - s)", "np.arange(s)[:, None]")],
-    ("relative_position_bias", "rpb_repeated_buckets_dropped"): [
-        ("np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T)", "dW[buckets.reshape(-1)] += dbias.reshape(H, -1).T")],
-    ("relative_position_bias", "rpb_sign_flipped"): [
-        ("rel = np.arange(T)[None, :] - query", "rel = query - np.arange(T)[None, :]")],
-    ("relative_position_bias", "rpb_halves_not_split"): [
-        ("        num_buckets //= 2                              # two halves: the past and the future\n", "")],
-
-    ("cross_entropy", "ce_unstable_exp"): [("z = logits - logits.max(axis=-1, keepdims=True)", "z = logits")],
-    ("cross_entropy", "ce_log_of_softmax"): [
-        ("logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))",
-         "logp = np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))")],
-    ("cross_entropy", "ce_sum_not_mean"): [
-        ("loss = -logp[np.arange(N), targets].mean()", "loss = -logp[np.arange(N), targets].sum()"),
-        ("return d * (dloss / N)", "return d * dloss")],
-    ("cross_entropy", "ce_grad_not_divided_by_n"): [("return d * (dloss / N)", "return d * dloss")],
-    ("cross_entropy", "ce_column_subtract"): [("d[np.arange(N), targets] -= 1", "d[:, targets] -= 1")],
-    ("cross_entropy", "ce_no_minus_one"): [("d[np.arange(N), targets] -= 1", "pass")],
-    ("cross_entropy", "ce_ignored_dloss"): [("return d * (dloss / N)", "return d / N")],
-
-    ("cross_entropy_options", "ceo_ignored_in_denominator"): [("n_keep = keep.sum()", "n_keep = N")],
-    ("cross_entropy_options", "ceo_smoothing_over_v_minus_1"): [
-        ("smooth = -logp.mean(axis=-1)", "smooth = -(logp.sum(axis=-1) - logp[np.arange(N), t]) / (V - 1)"),
-        ("d_smooth = p - 1.0 / V ", "d_smooth = p - (1.0 - np.eye(V)[t]) / (V - 1) ")],
-    ("cross_entropy_options", "ceo_smoothing_on_ignored_rows"): [
-        ("loss = (((1 - e) * nll + e * smooth) * keep).sum() / n_keep",
-         "loss = ((1 - e) * nll * keep + e * smooth).sum() / n_keep"),
-        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll * keep[:, None] + e * d_smooth")],
-    ("cross_entropy_options", "ceo_ignored_rows_get_gradient"): [
-        ("d = ((1 - e) * d_nll + e * d_smooth) * keep[:, None]", "d = (1 - e) * d_nll + e * d_smooth")],
-
-    ("adamw_step", "adamw_no_bias_correction"): [
-        ("m_hat = m / (1.0 - beta1 ** t)", "m_hat = m"), ("v_hat = v / (1.0 - beta2 ** t)", "v_hat = v")],
-    ("adamw_step", "adamw_l2_not_decoupled"): [
-        ("param = param * (1.0 - lr * weight_decay)           # decoupled weight decay",
-         "grad = grad + weight_decay * param")],
-    ("adamw_step", "adamw_decay_without_lr"): [
-        ("param = param * (1.0 - lr * weight_decay)", "param = param * (1.0 - weight_decay)")],
-    ("adamw_step", "adamw_eps_inside_sqrt"): [("(np.sqrt(v_hat) + eps)", "np.sqrt(v_hat + eps)")],
-    ("adamw_step", "adamw_step_counted_from_zero"): [("t = step + 1 ", "t = step ")],
-
-    ("positional_encoding", "pe_sin_cos_swapped"): [
-        ("pe[:, 0::2] = np.sin(angle)", "pe[:, 0::2] = np.cos(angle)"),
-        ("pe[:, 1::2] = np.cos(angle)", "pe[:, 1::2] = np.sin(angle)")],
-    ("positional_encoding", "pe_concatenated"): [
-        ("pe[:, 0::2] = np.sin(angle)\n    pe[:, 1::2] = np.cos(angle)",
-         "pe = np.concatenate([np.sin(angle), np.cos(angle)], axis=1)")],
-    ("positional_encoding", "pe_column_exponent"): [
-        ("pe[:, 1::2] = np.cos(angle)",
-         "pe[:, 1::2] = np.cos(pos * np.exp(-np.log(10000.0) * np.arange(1, D, 2) / D))")],
-    ("positional_encoding", "pe_missing_factor_two"): [("np.arange(0, D, 2) / D", "np.arange(D // 2) / D")],
-    ("positional_encoding", "pe_positions_from_one"): [("np.arange(S, dtype", "np.arange(1, S + 1, dtype")],
-
-    ("scaled_dot_product_attention", "attn_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
-    ("scaled_dot_product_attention", "attn_scale_1_over_dh"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / Dh")],
-    ("scaled_dot_product_attention", "attn_softmax_wrong_axis"): [
-        ("m = scores.max(axis=-1, keepdims=True)", "m = scores.max(axis=-2, keepdims=True)"),
-        ("s = e.sum(axis=-1, keepdims=True)", "s = e.sum(axis=-2, keepdims=True)"),
-        ("np.sum(dP * P, axis=-1, keepdims=True)", "np.sum(dP * P, axis=-2, keepdims=True)")],
-    ("scaled_dot_product_attention", "attn_mask_after_softmax"): [
-        ("scores = np.where(blocked, -np.inf, scores)", "pass"),
-        ("out = P @ v ", "P = np.where(blocked, 0.0, P)\n    out = P @ v ")],
-    ("scaled_dot_product_attention", "attn_mask_inverted"): [("blocked | mask", "blocked | ~mask")],
-    ("scaled_dot_product_attention", "attn_masked_rows_not_zero"): [
-        ("scores = np.where(blocked, -np.inf, scores)", "scores = np.where(blocked, -1e9, scores)")],
-    ("scaled_dot_product_attention", "attn_masked_rows_nan"): [
-        ("m = np.where(np.isneginf(m), 0.0, m)", "pass"), ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
-    ("scaled_dot_product_attention", "attn_causal_wrong_direction"): [
-        ("np.triu(np.ones((S, T), dtype=bool), k=1)", "np.tril(np.ones((S, T), dtype=bool), k=-1)")],
-    ("scaled_dot_product_attention", "attn_causal_blocks_diagonal"): [
-        ("np.triu(np.ones((S, T), dtype=bool), k=1)", "np.triu(np.ones((S, T), dtype=bool), k=0)")],
-    ("scaled_dot_product_attention", "attn_backward_no_rowsum"): [
-        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
-    ("scaled_dot_product_attention", "attn_backward_no_scale"): [
-        ("dq = scale * (dA @ k)", "dq = dA @ k"),
-        ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = np.swapaxes(dA, -1, -2) @ q")],
-    ("scaled_dot_product_attention", "attn_backward_missing_transpose"): [
-        ("dk = scale * (np.swapaxes(dA, -1, -2) @ q)", "dk = scale * (dA @ q)")],
-
-    ("grouped_query_attention", "gqa_grad_one_member"): [
-        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg)[:, :, 0]"),
-        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
-         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg))[:, :, 0]")],
-    ("grouped_query_attention", "gqa_grad_mean"): [
-        ("dv = (np.swapaxes(P, -1, -2) @ doutg).sum(axis=2)", "dv = (np.swapaxes(P, -1, -2) @ doutg).mean(axis=2)"),
-        ("dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).sum(axis=2)",
-         "dk = (scale * (np.swapaxes(dA, -1, -2) @ qg)).mean(axis=2)")],
-    ("grouped_query_attention", "gqa_head_mapping_modulo"): [
-        ("qg = q.reshape(B, Hkv, G, S, Dh)", "qg = q.reshape(B, G, Hkv, S, Dh).swapaxes(1, 2)"),
-        ("out = (P @ vg).reshape(B, Hq, S, -1)", "out = (P @ vg).swapaxes(1, 2).reshape(B, Hq, S, -1)"),
-        ("doutg = dout.reshape(B, Hkv, G, S, -1)", "doutg = dout.reshape(B, G, Hkv, S, -1).swapaxes(1, 2)"),
-        ("dq = (scale * (dA @ kg)).reshape(B, Hkv * G, S, Dh)",
-         "dq = (scale * (dA @ kg)).swapaxes(1, 2).reshape(B, Hkv * G, S, Dh)")],
-    ("grouped_query_attention", "gqa_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
-    ("grouped_query_attention", "gqa_backward_no_rowsum"): [
-        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True))", "dA = P * dP")],
-
-    ("causal_attention_kv_cache", "kv_attend_before_append"): [
-        ("(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))", "(q @ np.swapaxes(k_cache, -1, -2)) / np.sqrt(Dh))"),
-        ("blocked = np.triu(np.ones((S, N), dtype=bool), k=N - S + 1)",
-         "blocked = np.triu(np.ones((S, N - S), dtype=bool), k=N - S + 1)"),
-        ("return P @ V, K, V", "return P @ v_cache, K, V")],
-    ("causal_attention_kv_cache", "kv_causal_top_left"): [("k=N - S + 1)", "k=1)")],
-    ("causal_attention_kv_cache", "kv_no_causal_mask_in_chunk"): [
-        ("np.where(blocked, -np.inf, (q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))",
-         "(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh)")],
-    ("causal_attention_kv_cache", "kv_cache_returned_stale"): [("return P @ V, K, V", "return P @ V, k_cache, v_cache")],
-    ("causal_attention_kv_cache", "kv_appended_in_front"): [
-        ("np.concatenate([k_cache, k_new], axis=2)", "np.concatenate([k_new, k_cache], axis=2)"),
-        ("np.concatenate([v_cache, v_new], axis=2)", "np.concatenate([v_new, v_cache], axis=2)")],
-
-    ("multi_head_attention", "mha_reshape_only_split"): [
-        ("return x.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)", "return x.reshape(B, H, S, D // H)"),
-        ("return x.transpose(0, 2, 1, 3).reshape(B, S, H * Dh)", "return x.reshape(B, S, H * Dh)")],
-    ("multi_head_attention", "mha_merge_without_transpose"): [
-        ("ctx = _merge_heads(P @ vh)", "ctx = (P @ vh).reshape(B, S, D)"),
-        ("dctx = _split_heads(dout @ Wo, H)", "dctx = (dout @ Wo).reshape(dout.shape[0], H, -1, D // H)")],
-    ("multi_head_attention", "mha_no_scale"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0")],
-    ("multi_head_attention", "mha_scale_1_over_dh"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / Dh")],
-    ("multi_head_attention", "mha_scale_sqrt_d"): [("scale = 1.0 / np.sqrt(Dh)", "scale = 1.0 / np.sqrt(D)")],
-    ("multi_head_attention", "mha_weights_untransposed"): [
-        ("q, k, v = x @ Wq.T, x @ Wk.T, x @ Wv.T", "q, k, v = x @ Wq, x @ Wk, x @ Wv"),
-        ("out = ctx @ Wo.T", "out = ctx @ Wo"),
-        ("dWo = dout.reshape(-1, D).T @ ctx.reshape(-1, D)", "dWo = ctx.reshape(-1, D).T @ dout.reshape(-1, D)"),
-        ("dctx = _split_heads(dout @ Wo, H)", "dctx = _split_heads(dout @ Wo.T, H)"),
-        ("dWq = dq.reshape(-1, D).T @ x2", "dWq = x2.T @ dq.reshape(-1, D)"),
-        ("dWk = dk.reshape(-1, D).T @ x2", "dWk = x2.T @ dk.reshape(-1, D)"),
-        ("dWv = dv.reshape(-1, D).T @ x2", "dWv = x2.T @ dv.reshape(-1, D)"),
-        ("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq.T + dk @ Wk.T + dv @ Wv.T")],
-    ("multi_head_attention", "mha_backward_qkv_not_summed"): [("dx = dq @ Wq + dk @ Wk + dv @ Wv", "dx = dq @ Wq")],
-    ("multi_head_attention", "mha_backward_no_rowsum"): [
-        ("dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * scale", "dA = P * dP * scale")],
-
-    ("rope", "rope_wrong_layout"): [("if interleaved:", "if not interleaved:")],
-    ("rope", "rope_freq_missing_two"): [("w = base ** (-np.arange(0, dh, 2) / dh)", "w = base ** (-np.arange(dh // 2) / dh)")],
-    ("rope", "rope_sin_sign_flipped"): [("out[..., first] = a * cos - b * sin", "out[..., first] = a * cos + b * sin"),
-                                        ("out[..., second] = a * sin + b * cos", "out[..., second] = -a * sin + b * cos")],
-    ("rope", "rope_backward_same_rotation"): [("return _rotate(dy, cos, -sin, first, second)",
-                                               "return _rotate(dy, cos, sin, first, second)")],
-
-    ("multi_head_attention", "attn_mask_inverted"): [("blocked = blocked | mask", "blocked = blocked | ~mask")],
-    ("multi_head_attention", "attn_mask_after_softmax"): [
-        ("scores = np.where(blocked, -np.inf, (qh @ np.swapaxes(kh, -1, -2)) * scale)",
-         "scores = (qh @ np.swapaxes(kh, -1, -2)) * scale"),
-        ("ctx = _merge_heads(P @ vh)", "P = np.where(blocked, 0.0, P)\n    ctx = _merge_heads(P @ vh)")],
-    ("multi_head_attention", "attn_masked_rows_not_zero"): [("np.where(blocked, -np.inf, (qh", "np.where(blocked, -1e9, (qh")],
-    ("multi_head_attention", "attn_masked_rows_nan"): [
-        ("e = np.exp(scores - np.where(np.isneginf(m), 0.0, m))", "e = np.exp(scores - m)"),
-        ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
-    ("multi_head_attention", "attn_causal_wrong_direction"): [
-        ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.tril(np.ones((S, S), dtype=bool), k=-1)")],
-    ("multi_head_attention", "attn_causal_blocks_diagonal"): [
-        ("np.triu(np.ones((S, S), dtype=bool), k=1)", "np.triu(np.ones((S, S), dtype=bool), k=0)")],
-
-    ("cross_attention", "xattn_dmemory_one_path"): [("dmemory = dk @ Wk + dv @ Wv", "dmemory = dk @ Wk")],
-    ("cross_attention", "xattn_mask_on_query_axis"): [
-        ("memory_key_padding_mask[:, None, None, :]", "memory_key_padding_mask[:, None, :, None]")],
-    ("cross_attention", "xattn_causal_mask"): [
-        ("    m = scores.max(axis=-1, keepdims=True)\n",
-         "    S, T = scores.shape[-2:]\n    scores = np.where(np.triu(np.ones((S, T), dtype=bool), k=1), -np.inf, scores)\n"
-         "    m = scores.max(axis=-1, keepdims=True)\n")],
-    ("cross_attention", "attn_mask_inverted"): [
-        ("memory_key_padding_mask[:, None, None, :]", "~memory_key_padding_mask[:, None, None, :]")],
-    ("cross_attention", "attn_mask_after_softmax"): [
-        ("        scores = np.where(memory_key_padding_mask[:, None, None, :], -np.inf, scores)\n", "        pass\n"),
-        ("    ctx = _merge_heads(P @ vh) ",
-         "    if memory_key_padding_mask is not None:\n"
-         "        P = np.where(memory_key_padding_mask[:, None, None, :], 0.0, P)\n    ctx = _merge_heads(P @ vh) ")],
-
-    ("encoder_layer", "attn_mask_inverted"): [
-        ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(~mask, -np.inf, scores)")],
-    ("encoder_layer", "attn_mask_after_softmax"): [
-        ("        scores = np.where(mask, -np.inf, scores)\n", "        pass\n"),
-        ("    ctx = (P @ vh)", "    P = P if mask is None else np.where(mask, 0.0, P)\n    ctx = (P @ vh)")],
-    ("encoder_layer", "attn_masked_rows_not_zero"): [
-        ("scores = np.where(mask, -np.inf, scores)", "scores = np.where(mask, -1e9, scores)")],
-    ("encoder_layer", "attn_masked_rows_nan"): [
-        ("e = np.exp(scores - np.where(np.isneginf(m), 0.0, m))", "e = np.exp(scores - m)"),
-        ("P = e / np.where(s == 0, 1.0, s)", "P = e / s")],
-    ("encoder_layer", "enc_norm_placement"): [("if norm_first:", "if not norm_first:")],
-    ("encoder_layer", "enc_residual_grad_dropped"): [
-        ("dh = dout + dn2", "dh = dn2"), ("dx = dh + dn1", "dx = dn1"),
-        ("dh = dz2 + _ffn_backward(dz2, c_f, p, g)", "dh = _ffn_backward(dz2, c_f, p, g)"),
-        ("dx = dz1 + _attn_backward(dz1, c_a, p, g)", "dx = _attn_backward(dz1, c_a, p, g)")],
-    ("encoder_layer", "enc_qkv_grads_not_summed"): [("return dx_q + dx_k + dx_v", "return dx_q")],
-    ("encoder_layer", "enc_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
-    ("encoder_layer", "enc_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
-
-    ("decoder_layer", "dec_dmemory_incomplete"): [("dmemory = dk_ca + dv_ca", "dmemory = dk_ca")],
-    ("decoder_layer", "dec_cross_query_grad_dropped"): [("dh1 = dz2 + dq_ca", "dh1 = dz2")],
-    ("decoder_layer", "dec_residual_grad_dropped"): [
-        ("dh2 = dz3 + _ffn_backward", "dh2 = _ffn_backward"), ("dh1 = dz2 + dq_ca", "dh1 = dq_ca"),
-        ("dtgt = dz1 + dq_sa", "dtgt = dq_sa")],
-    ("decoder_layer", "dec_self_attn_qkv_not_summed"): [("dtgt = dz1 + dq_sa + dk_sa + dv_sa", "dtgt = dz1 + dq_sa")],
-    ("decoder_layer", "dec_causal_in_cross_attention"): [
-        ("    ca, c_ca = _mha_forward(",
-         "    causal = np.triu(np.ones((tgt.shape[1], memory.shape[1]), dtype=bool), k=1)\n"
-         "    pad = causal if pad is None else pad | causal\n    ca, c_ca = _mha_forward(")],
-    ("decoder_layer", "dec_relu_backward_unmasked"): [("da = dr * (a > 0)", "da = dr")],
-    ("decoder_layer", "dec_no_scale"): [("scale = 1.0 / np.sqrt(D // H)", "scale = 1.0")],
-
-    ("flash_attention_backward", "flash_delta_per_tile"): [
-        ("dA = P * (dP - delta[..., r0:r1, :]) * c ",
-         "dA = P * (dP - np.sum(dP * P, axis=-1, keepdims=True)) * c ")],
-    ("flash_attention_backward", "flash_lse_not_subtracted"): [("P = np.exp(s - lse[..., r0:r1, None])", "P = np.exp(s)")],
-    ("flash_attention_backward", "flash_dk_dv_not_accumulated"): [
-        ("dv[..., c0:c1, :] += ", "dv[..., c0:c1, :] = "), ("dk[..., c0:c1, :] += ", "dk[..., c0:c1, :] = ")],
-    ("flash_attention_backward", "flash_backward_no_scale"): [
-        ("dA = P * (dP - delta[..., r0:r1, :]) * c ", "dA = P * (dP - delta[..., r0:r1, :]) ")],
-}
+# (exercise, mistake id): [(text in the reference solution, what a person making the mistake writes), ...]:
+# each mistake's own patch of its folder's solution.py (mistakes.py), applied as a user's file here
+MISTAKES = {(ex.name, m.id): list(m.patches) for ex in drills.EXERCISES.values() for m in ex.mistakes}
 
 
 def test_every_known_mistake_has_a_test():
@@ -1021,7 +477,7 @@ def test_exercise_from_function_names_and_explicit_flag(tmp_path):
 # --------------------------------------------------------------------------------------------------
 
 def test_exercises_sharing_function_names_are_told_apart_by_the_file_name(tmp_path):
-    from numpy_transformer.drills.grader import guess_exercise
+    from numpy_transformer.drills.engine.grader import guess_exercise
     source = solution_source("cross_entropy_options")
     assert guess_exercise(source, str(tmp_path / "cross_entropy_options.py")).name == "cross_entropy_options"
     assert guess_exercise(source, str(tmp_path / "ce.py")).name == "cross_entropy"
@@ -1104,7 +560,7 @@ def test_reference_agrees_with_the_torch_oracle(name):
     ex = drills.EXERCISES[name]
     for i in range(16):
         case = exercises.draw_case(ex, 11, i)
-        from numpy_transformer.drills.judge import _reference_outputs
+        from numpy_transformer.drills.engine.judge import _reference_outputs
         with np.errstate(all="ignore"):
             ref = _reference_outputs(ex, case.inputs)
         theirs = drill_oracle.run(name, case.inputs)
@@ -1137,9 +593,9 @@ def test_grading_works_without_torch(tmp_path):
 
 
 def test_runtime_never_imports_torch():
-    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, numpy_transformer.drills._worker\n"
-            "import numpy_transformer.drills.judge\n"
-            "import numpy_transformer.drills.variants\n"
+    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, numpy_transformer.drills.engine.worker\n"
+            "import numpy_transformer.drills.engine.judge\n"
+            "import numpy_transformer.drills.exercises\n"
             "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')], 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=ROOT))
@@ -1185,9 +641,10 @@ def test_two_mistakes_at_once_are_both_named(tmp_path):
 
 
 def test_docs_name_every_exercise_and_mistake():
-    with open(os.path.join(ROOT, "docs", "drills.md"), encoding="utf-8") as fh:
-        doc = fh.read()
+    """Each exercise's page is its folder's README.md (docs/drills.md links to them, lists none)."""
     for ex in drills.EXERCISES.values():
+        with open(os.path.join(ex.folder, "README.md"), encoding="utf-8") as fh:
+            doc = fh.read()
         assert f"`{ex.name}`" in doc, ex.name
         for fn in ex.functions:
             assert fn in doc, fn
@@ -1203,8 +660,8 @@ def test_solutions_and_skeletons_fit_100_columns():
     import numpy_transformer
 
     package = pathlib.Path(numpy_transformer.__file__).parent
-    files = sorted((package / "drills" / "solutions").glob("*.py"))
-    files += sorted((package / "drills" / "skeletons").glob("*.py"))
+    files = sorted((package / "drills" / "exercises").glob("*/solution.py"))
+    files += sorted((package / "drills" / "exercises").glob("*/skeleton.py"))
     assert len(files) > 2
     long = [f"{path.relative_to(package)}:{n}: {len(line)} characters"
             for path in files

@@ -46,7 +46,7 @@ def functional_spy(monkeypatch):
         for name in dir(space):
             fn = getattr(space, name)
             if callable(fn) and not isinstance(fn, type) and (getattr(fn, "__module__", None) or "").startswith(roots) \
-                    and name.endswith(("_forward", "_backward", "_mask", "_masks", "_additive", "_rows", "_chunk")):
+                    and name.endswith(("_forward", "_backward", "_mask", "_masks", "additive_mask", "_rows", "_chunk")):
                 if id(fn) not in wrappers:
                     def wrapped(*args, __fn=fn, __name=name, **kwargs):
                         result = __fn(*args, **kwargs)

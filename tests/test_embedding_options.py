@@ -15,7 +15,7 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from numpy_transformer.study.gradcheck import numerical_gradient
+from numpy_transformer.study.gradchecking import numerical_gradient
 
 torch.set_num_threads(1)
 

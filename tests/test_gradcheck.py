@@ -20,7 +20,7 @@ from hypothesis.extra.numpy import arrays
 import numpy_transformer as nt
 from numpy_transformer import cli
 from numpy_transformer import functional as F
-from numpy_transformer.study.gradcheck import (GradcheckError, GradcheckResult, gradcheck, gradcheck_module,
+from numpy_transformer.study.gradchecking import (GradcheckError, GradcheckResult, gradcheck, gradcheck_module,
                                                numerical_gradient)
 
 # The module checks cost ~0.1-0.5 s per example: a fifth of the profile's examples (5 with ci, 100 with
@@ -501,7 +501,7 @@ def test_numerical_gradient_restores_the_array_and_handles_aliasing_outputs():
 def test_docstring_examples_run():
     failures = tried = 0
     for name in ["", ".pair", ".module", ".numeric", ".result", ".hygiene"]:
-        mod = importlib.import_module("numpy_transformer.study.gradcheck" + name)      # the package, not the function
+        mod = importlib.import_module("numpy_transformer.study.gradchecking" + name)      # the package, not the function
         f, t = doctest.testmod(mod, verbose=False, report=False)
         failures, tried = failures + f, tried + t
     assert tried >= 12 and failures == 0

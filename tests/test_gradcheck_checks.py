@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer.cli.gradcheck import module_cases, op_cases
-from numpy_transformer.study.gradcheck import GradcheckError, GradcheckPrecisionWarning, gradcheck, gradcheck_module
+from numpy_transformer.study.gradchecking import GradcheckError, GradcheckPrecisionWarning, gradcheck, gradcheck_module
 
 seeds = st.integers(0, 2**32 - 1)
 

@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 import numpy_transformer.functional as F
-from numpy_transformer.functional.multi_head_attention import (_merge_heads, _merge_heads_naive, _split_heads,
+from numpy_transformer.functional.multi_head_attention import (merge_heads, _merge_heads_naive, split_heads,
                                                                _split_heads_naive)
 from numpy_transformer.kernels import erf as kerf
 from numpy_transformer.kernels import gelu as kgelu
@@ -75,7 +75,7 @@ def _square_plus_one(out, x):
 
 
 def _row_softmax(y):
-    F._softmax_inplace(y, -1)
+    F.softmax._softmax_inplace(y, -1)
 
 
 @given(st.sampled_from([1, 1000, parallel.MIN_PARALLEL + 7, 3 * parallel.CHUNK + 5]))
@@ -95,11 +95,11 @@ def test_map_chunks_and_map_rows_match_one_call(n):
 @given(st.integers(1, 3), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4), dtypes)
 def test_strided_head_views_match_split_and_concatenate(b, s, h, dh, dtype):
     x = _x(b * s * h * dh, (b, s, h * dh), 1.0, dtype)
-    heads = _split_heads(x, h)
+    heads = split_heads(x, h)
     assert np.shares_memory(heads, x)                            # a view: no data moved
     assert np.array_equal(heads, _split_heads_naive(x, h))
-    assert np.array_equal(_merge_heads(heads), _merge_heads_naive(heads))
-    assert np.array_equal(_merge_heads(heads), x)
+    assert np.array_equal(merge_heads(heads), _merge_heads_naive(heads))
+    assert np.array_equal(merge_heads(heads), x)
 
 
 def _phi_ulps(x32):
@@ -108,8 +108,8 @@ def _phi_ulps(x32):
     got = np.empty_like(x32)
     ref = np.empty(x32.shape, np.float64)
     with np.errstate(over="ignore"):                          # x**2 of huge x: inf, handled by the far path
-        kerf._phi_chunk(got, x32)
-        kerf._phi_chunk(ref, x32.astype(np.float64))
+        kerf.phi_chunk(got, x32)
+        kerf.phi_chunk(ref, x32.astype(np.float64))
     fin = np.isfinite(ref)
     assert np.array_equal(np.isnan(got), np.isnan(ref))
     ulp = np.spacing(np.abs(ref[fin]).astype(np.float32)).astype(np.float64)

@@ -5,15 +5,15 @@ One-way layers, bottom to top (a module may import its own layer's modules of th
 any layer below its own, never one above, nor a sibling package of its own level)::
 
     utils < kernels < functional < nn < optim, amp < models < tasks < study.trace < training < oracle
-          < study.gradcheck.upstream < study, testing, drills < cli
+          < study.gradchecking.upstream < study, testing, drills < cli
 
 * ``utils`` imports nothing of the package.
 * ``study.trace`` (and its helper ``study.trace_grads``) sits below ``training``, a finer order than
   the folder's: ``Trainer.train_step(trace=True)`` (``train --trace-every``) records its step with
   it. The trace itself imports only the core's hooks (``nn.hooks``) and ``utils``: the core reports
   through hooks it defines and the trace subscribes, so the core imports nothing above it.
-* ``study.gradcheck.upstream`` (the checkers' own stream of upstream gradients) sits below its siblings:
-  the drill grader draws its ``dout`` from that same stream (``drills/exercises/_upstream.py``), so
+* ``study.gradchecking.upstream`` (the checkers' own stream of upstream gradients) sits below its siblings:
+  the drill grader draws its ``dout`` from that same stream (``drills/engine/upstream.py``), so
   that no checker's upstream gradient can coincide with a user's data. It imports nothing of the
   package.
 * ``oracle.py`` is the one bridge to ``reference_torch`` (nothing else in the package names it in an
@@ -45,7 +45,7 @@ LEVELS = [
     ("study.trace", "study.trace_grads"),
     ("training",),
     ("oracle",),
-    ("study.gradcheck.upstream",),
+    ("study.gradchecking.upstream",),
     ("study", "testing", "drills"),
     ("cli",),
 ]
@@ -158,7 +158,7 @@ def test_the_bottom_and_the_finer_levels_import_only_what_they_may():
         "study.trace": ("utils", "nn.hooks", "study.trace", "study.trace_grads"),
         "study.trace_grads": ("utils", "study.trace_grads"),
         "oracle": (),
-        "study.gradcheck.upstream": (),
+        "study.gradchecking.upstream": (),
     }
     bad = []
     for mod, target, where, _ in _edges():
@@ -251,6 +251,6 @@ def test_the_layer_checks_catch_a_back_import():
     assert level_of(f"{PKG}.nn.module")[0] < level_of(f"{PKG}.study.trace")[0]
     assert level_of(f"{PKG}.models.gpt")[0] < level_of(f"{PKG}.training.trainer")[0]
     assert level_of(f"{PKG}.study.trace")[0] < level_of(f"{PKG}.training.trainer")[0] < level_of(f"{PKG}.study.plotting")[0]
-    assert level_of(f"{PKG}.study.gradcheck.pair")[0] == level_of(f"{PKG}.drills.grader")[0]      # siblings
+    assert level_of(f"{PKG}.study.gradchecking.pair")[0] == level_of(f"{PKG}.drills.engine.grader")[0]      # siblings
     assert _cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [frozenset("abc")]
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer as nt
-from numpy_transformer.study.gradcheck import gradcheck_module
+from numpy_transformer.study.gradchecking import gradcheck_module
 from reference_torch import convert
 
 torch.set_num_threads(1)

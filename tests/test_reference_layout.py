@@ -142,10 +142,6 @@ def test_resolve_names_what_is_missing():
 # no underscore names across modules
 # --------------------------------------------------------------------------------------------------
 
-# the drill oracle is being rewritten with the drills' exercise folders (its two state-key imports go then)
-NOT_YET = {os.path.join("reference_torch", "drill_oracle.py")}
-
-
 def _underscore_imports(path):
     tree, found, modules = _tree(path), [], set()
     for node in ast.walk(tree):
@@ -174,6 +170,6 @@ def _sources():
 
 
 def test_no_underscore_name_crosses_a_module():
-    found = {rel: _underscore_imports(os.path.join(ROOT, rel)) for rel in _sources() if rel not in NOT_YET}
+    found = {rel: _underscore_imports(os.path.join(ROOT, rel)) for rel in _sources()}
     found = {rel: hits for rel, hits in found.items() if hits}
     assert not found, f"underscore names imported from another module (make them public or move them): {found}"

@@ -444,11 +444,11 @@ def test_ctrl_c_while_python_m_starts_is_one_documented_line(tmp_path, delay):
 
 def test_the_package_imports_nothing_before_the_clis_ctrl_c_handling():
     """``import numpy_transformer`` loads no NumPy and no subpackage (``nt.gradcheck`` on first use, and it
-    stays the function after its subpackage ``numpy_transformer.study.gradcheck`` is imported)."""
+    stays the function after its subpackage ``numpy_transformer.study.gradchecking`` is imported)."""
     code = ("import sys; before = set(sys.modules); import numpy_transformer as nt; "
             "new = set(sys.modules) - before - {'numpy_transformer'}; assert not new, sorted(new); "
-            "import numpy_transformer.study.gradcheck.hygiene; "
-            "from numpy_transformer.study.gradcheck import gradcheck; assert nt.gradcheck is gradcheck")
+            "import numpy_transformer.study.gradchecking.hygiene; "
+            "from numpy_transformer.study.gradchecking import gradcheck; assert nt.gradcheck is gradcheck")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

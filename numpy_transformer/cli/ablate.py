@@ -23,7 +23,7 @@ from ..utils.text import fit
 from ..study.ablation import VARIANTS, format_table, parse_variants, plot_ablation, run_ablation, runs_to_dict
 from ..study.plotting import MatplotlibMissing
 from . import positive_int
-from .train import _add_config_options, _given
+from .train import add_config_options, given_options
 
 
 def register(subparsers):
@@ -43,7 +43,7 @@ def register(subparsers):
     g.add_argument("--json", metavar="PATH", help="also write every run's curve and figures as JSON")
     g.add_argument("--list", action="store_true", help="list the variants and exit")
     g.add_argument("--quiet", action="store_true", help="no progress lines (on stderr), only the table")
-    _add_config_options(p)
+    add_config_options(p)
     p.set_defaults(func=run_ablate)
 
 
@@ -61,7 +61,7 @@ def run_ablate(args):
         return 0
     try:
         variants = parse_variants(args.variants)
-        base = _given(args)
+        base = given_options(args)
         base.setdefault("steps", 1000)
 
         def on_eval(run, step):                  # progress, to stderr

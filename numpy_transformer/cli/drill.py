@@ -75,13 +75,13 @@ def cmd_check(args):
                       verbose=args.verbose, quiet=args.quiet, show_output=args.show_output, dump=args.dump,
                       result=result)
     if rc in (0, 1):
-        from ..drills import stats
+        from ..drills.engine import stats
         stats.record(result)
     return rc
 
 
 def cmd_stats(args):
-    from ..drills import stats
+    from ..drills.engine import stats
     print(stats.stats_text())
     return 0
 
@@ -107,7 +107,7 @@ def _wait(deadline):
 
 
 def cmd_mock(args):
-    from ..drills import mock
+    from ..drills.engine import mock
     if args.grade:
         try:
             return mock.grade_mock(args.grade, cases=args.cases)

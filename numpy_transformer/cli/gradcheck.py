@@ -5,7 +5,7 @@ example), and for each of its inputs and parameters, the analytic
 gradient of ``L = sum(dout * f(x))`` (``dout`` random, seeded, from the checkers' own stream) is
 compared with
 
-(a) central finite differences in float64 (:func:`numpy_transformer.study.gradcheck.gradcheck`), and
+(a) central finite differences in float64 (:func:`numpy_transformer.study.gradchecking.gradcheck`), and
 (b) torch's autograd through ``torch.nn.functional`` / ``torch.nn`` with the same weights
     (the torch table, reference_torch.table, imported lazily through numpy_transformer.oracle: the
     column reads "torch not installed" without torch). ``--dtype float32`` runs (b) in float32 (our
@@ -32,8 +32,8 @@ import numpy as np
 from .. import oracle, testing as registry
 from ..testing import RandomChooser
 from ..testing import modules as rmodules
-from ..study.gradcheck import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, forward_input_names, gradcheck,
-                               gradcheck_module, upstream_gradient)
+from ..study.gradchecking import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, default_input_names, gradcheck, gradcheck_module,
+                               upstream_gradient)
 from ..utils.text import fit
 from . import nonnegative_int, positive_float
 
@@ -168,7 +168,7 @@ def _ours_module(module, case, dtype, seed):
                  + [p.data for p in module.parameters()])
     module.zero_grad()
     dx = module.backward(dout.astype(dtype))
-    names = forward_input_names(module, len(inputs))
+    names = default_input_names(module, len(inputs))
     dx = dx if isinstance(dx, (tuple, list)) else (dx,) * (1 if len(inputs) == 1 else 0)
     grads = {n: g for n, g, v in zip(names, dx, inputs) if g is not None and v.dtype.kind == "f"}
     grads.update({n: p.grad for n, p in module.named_parameters() if p.grad is not None})
@@ -286,7 +286,7 @@ def _run_case(case, args, torch_side, torch_why, tol):
     else:
         module = _module_in(case, args.dtype, seed)
         dout, ours = _ours_module(module, case, args.dtype, seed)
-        names = forward_input_names(module, len(case.inputs))
+        names = default_input_names(module, len(case.inputs))
         ref = torch_side.module_outputs(module, case.inputs, case.forward_kwargs, names, dout, np.dtype(args.dtype))
         ref = {n: (None if g is None else g.detach().numpy().astype(np.float64)) for n, g in ref.items() if n != "out"}
     floor = SCALE_FLOOR * max([float(np.max(np.abs(g))) for g in ref.values() if g is not None and g.size] + [0.0])

@@ -123,6 +123,7 @@ def _guarded(draw):
 def run_attention(args):
     def draw():
         from ..training.checkpoint import load_checkpoint
+        from ..training.kinds import model_from_checkpoint
         from ..study.plotting import plot_attention
         if args.which is not None and args.which not in ("self", "cross"):
             raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
@@ -133,7 +134,7 @@ def run_attention(args):
         if args.which == "cross" and ckpt.model_kind != "seq2seq":
             raise ValueError(f"--which cross: the {ckpt.model_kind} model in {args.checkpoint} has no "
                              "cross-attention (only a seq2seq model's decoder has one); use --which self")
-        model = ckpt.build_model()
+        model = model_from_checkpoint(ckpt)
         which, attns, layer_word = attention_modules(model, args.which)
         n = len(attns)
         if not -n <= args.layer < n:
@@ -233,12 +234,12 @@ def _seq2seq_input(args, ckpt, model):
     from ..tasks import seq2seq as s2s
     from ..training.kinds import get_kind
     from ..training.trainer import checkpoint_config
-    from .train_use import _parse_source
+    from .train_use import parse_source
     c = checkpoint_config(ckpt)
     kind = get_kind("seq2seq")
     data = kind.make_data(c)
     if args.tokens:
-        src = np.array([_parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
+        src = np.array([parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
         what = "given source"
     else:
         k, what = _held_out(args, len(data.val_src))

@@ -33,6 +33,7 @@ from .. import oracle
 from ..training.checkpoint import check_save_path
 from ..training.interrupts import exit_status, interrupt_signals
 from ..training.kinds import KINDS
+from ..models.gpt_config import NORMS
 from ..optim import OPTIMIZERS
 from ..training.runlog import LOG_ELSEWHERE, check_log_path, default_log_path, resolve_stored_log
 from ..training.trainer import SCHEDULES, TrainConfig, Trainer
@@ -42,7 +43,22 @@ from .train_run import RUN_DEFAULTS, TrainRun, pause_for_tests
 _D = TrainConfig()      # the defaults, for the help texts
 
 
-def _add_config_options(p):
+def _or(names):
+    """``a, b or c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _choices(attr):
+    """The help text of a choice the model kinds share in part (``activations``, ``positions``), from the
+    kinds' own vocabularies: ``relu, gelu or silu; gpt also swiglu``."""
+    common = [c for c in getattr(KINDS["seq2seq"], attr) if all(c in getattr(k, attr) for k in KINDS.values())]
+    extras = [f"{k.name} also {', '.join(c for c in getattr(k, attr) if c not in common)}" for k in KINDS.values()
+              if any(c not in common for c in getattr(k, attr))]
+    return "; ".join([_or(common)] + extras)
+
+
+def add_config_options(p):
     """Every TrainConfig field as an option defaulting to None (= the config default, or the checkpoint's)."""
     g = p.add_argument_group("task")
     g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position), seq2seq "
@@ -67,11 +83,10 @@ def _add_config_options(p):
                    f"layers each (default {_D.num_layers})")
     g.add_argument("--dim-feedforward", type=int, help=f"feed-forward width (default {_D.dim_feedforward})")
     g.add_argument("--dropout", type=float, help=f"dropout probability (default {_D.dropout})")
-    g.add_argument("--activation", help=f"relu, gelu or silu; gpt also swiglu (default {_D.activation})")
+    g.add_argument("--activation", help=f"{_choices('activations')} (default {_D.activation})")
     g.add_argument("--norm-first", action="store_const", const=True, help="pre-LN blocks (+ final LayerNorm)")
-    g.add_argument("--pos-encoding", help=f"sinusoidal or learned; encoder also relative, alibi, none; gpt also "
-                   f"rope, alibi, relative, none (default {_D.pos_encoding})")
-    g.add_argument("--norm", help=f"gpt: layernorm or rmsnorm (default {_D.norm})")
+    g.add_argument("--pos-encoding", help=f"{_choices('positions')} (default {_D.pos_encoding})")
+    g.add_argument("--norm", help=f"gpt: {_or(NORMS)} (default {_D.norm})")
     g.add_argument("--num-kv-heads", type=int, help="gpt: key/value heads of grouped-query attention, dividing "
                    "--nhead (1 = multi-query; default: --nhead)")
     g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")
@@ -100,7 +115,7 @@ def register(subparsers):
     p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort; seq2seq: "
                               "reverse, dedup_sort, translate; gpt: addition)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_config_options(p)
+    add_config_options(p)
     g = p.add_argument_group("run")
     g.add_argument("--eval-every", type=int, help="validate (and save) every N steps (default 200; 0 = only at "
                    "the end; a resumed run keeps the original's)")
@@ -136,7 +151,7 @@ def _error(msg):
     return 2
 
 
-def _given(args):
+def given_options(args):
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     out = {k: v for k, v in vars(args).items() if k in names and v is not None}
     if "betas" in out:
@@ -190,7 +205,7 @@ def _log_path(args, save, stored):
 
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
-    given = _given(args)
+    given = given_options(args)
     _checked_settings(args, {})                          # refuse bad values before any work
     for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
         if path:                                         # refuse a path that cannot be written before training

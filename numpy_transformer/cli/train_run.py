@@ -32,7 +32,7 @@ import numpy as np
 
 from ..utils.text import fit
 from ..training.checkpoint import CheckpointError
-from ..training.checkpoint_files import _NO_SPACE
+from ..training.checkpoint_files import NO_SPACE
 from ..training.interrupts import exit_status, signal_name, signals_blocked, signum_of
 from ..training.runlog import NEXT_TO_CHECKPOINT, LogWriteError, RunLog, stored_log
 from ..training.trainer import TrainingDiverged
@@ -70,7 +70,7 @@ def _cause(exc) -> str:
     OSError itself or the CheckpointWriteError made of it (whose own message names the path already)."""
     if isinstance(exc, OSError):
         inner = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-        return _NO_SPACE.get(inner.errno) or inner.strerror or str(inner)
+        return NO_SPACE.get(inner.errno) or inner.strerror or str(inner)
     return str(exc)
 
 

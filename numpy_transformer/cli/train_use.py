@@ -8,6 +8,7 @@ import numpy as np
 
 from ..utils.text import WIDTH, fit
 from ..training.checkpoint import load_checkpoint
+from ..training.kinds import model_from_checkpoint
 from ..tasks.data import EOS, FIRST_TOKEN, PAD
 from ..training.trainer import checkpoint_config
 from . import parse_tokens
@@ -38,7 +39,7 @@ def _error(msg):
 def _load(path):
     ckpt = load_checkpoint(path)
     config = checkpoint_config(ckpt)
-    return ckpt, config, ckpt.build_model()
+    return ckpt, config, model_from_checkpoint(ckpt)
 
 
 def run_predict(args):
@@ -85,7 +86,7 @@ def run_predict(args):
     return 0
 
 
-def _parse_source(text, seq_len, vocab_size):
+def parse_source(text, seq_len, vocab_size):
     """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
     from ..tasks.seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
     try:
@@ -108,7 +109,7 @@ def _predict_seq2seq(args, c, model):
     try:
         data = kind.make_data(c)
         if args.tokens:
-            src = np.array([_parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
+            src = np.array([parse_source(text, c.seq_len, c.vocab_size) for text in args.tokens], dtype=np.int64)
         else:
             if args.random is not None and args.random <= 0:
                 raise ValueError(f"--random must be a positive number of examples, got {args.random}")

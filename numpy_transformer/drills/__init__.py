@@ -27,20 +27,19 @@ from datetime import datetime, timezone
 
 from ..utils.text import WIDTH, fit
 from .exercises import EXERCISES, Exercise, Mistake, get, topic_of
-from .grader import check_file, format_duration
+from .engine.grader import check_file, format_duration
 
 __all__ = ["EXERCISES", "Exercise", "Mistake", "get", "check_file", "start", "skeleton_text", "solution_text",
            "solution_path", "list_text", "format_duration", "strip_hints", "topic_of"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
 def skeleton_path(name):
-    return os.path.join(_HERE, "skeletons", f"{get(name).name}.py")
+    """The skeleton ``drill start`` writes for exercise ``name``: its folder's ``skeleton.py``."""
+    return get(name).skeleton_path
 
 
 def solution_path(name):
-    return os.path.join(_HERE, "solutions", f"{get(name).name}.py")
+    """The solution ``drill solution`` prints for exercise ``name``: its folder's ``solution.py``."""
+    return get(name).solution_path
 
 
 def _read(path):

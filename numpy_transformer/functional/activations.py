@@ -10,10 +10,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.gelu import (_gelu_exact_chunk, _gelu_exact_grad_chunk, _gelu_tanh_chunk,
-                            _gelu_tanh_grad_chunk)
+from ..kernels.gelu import (gelu_exact_chunk, gelu_exact_grad_chunk, gelu_tanh_chunk,
+                            gelu_tanh_grad_chunk)
 from ..kernels.parallel import map_chunks
-from ._dtypes import _scalar
+from ._dtypes import as_scalar
+
+__all__ = ["ReluCache", "relu_forward", "relu_backward", "GeluCache", "gelu_forward", "gelu_backward",
+           "SiluCache", "sigmoid", "silu_forward", "silu_backward"]
 
 
 class ReluCache(NamedTuple):
@@ -23,7 +26,7 @@ class ReluCache(NamedTuple):
 def relu_forward(x):
     """``y = max(x, 0)``. Returns ``(out, ReluCache)``; the cache is the output itself (the next layer
     keeps it anyway), not a separate mask."""
-    out = np.maximum(x, _scalar(0, x.dtype))
+    out = np.maximum(x, as_scalar(0, x.dtype))
     return out, ReluCache(out)
 
 
@@ -57,7 +60,7 @@ def gelu_forward(x, approximate="none"):
         raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     x = np.ascontiguousarray(x)
     out = np.empty_like(x)
-    map_chunks(_gelu_exact_chunk if approximate == "none" else _gelu_tanh_chunk, out, x)
+    map_chunks(gelu_exact_chunk if approximate == "none" else gelu_tanh_chunk, out, x)
     return out, GeluCache(x, approximate)
 
 
@@ -71,7 +74,7 @@ def gelu_backward(dout, cache):
     """
     x, approximate = cache
     dx = np.empty_like(x)
-    map_chunks(_gelu_exact_grad_chunk if approximate == "none" else _gelu_tanh_grad_chunk,
+    map_chunks(gelu_exact_grad_chunk if approximate == "none" else gelu_tanh_grad_chunk,
                dx, x, np.ascontiguousarray(dout))
     return dx
 
@@ -80,7 +83,7 @@ def sigmoid(x):
     """``1 / (1 + exp(-x))`` without overflow: with ``e = exp(-|x|)`` (in (0, 1], never overflows),
     ``sigmoid(x) = 1 / (1 + e)`` for x >= 0 and ``e / (1 + e)`` for x < 0. Keeps the dtype of ``x``."""
     e = np.exp(-np.abs(x))                                       # (...) in (0, 1]
-    return np.where(x >= 0, _scalar(1, x.dtype), e) / (_scalar(1, x.dtype) + e)
+    return np.where(x >= 0, as_scalar(1, x.dtype), e) / (as_scalar(1, x.dtype) + e)
 
 
 class SiluCache(NamedTuple):
@@ -111,4 +114,4 @@ def silu_backward(dout, cache):
     is the classic mistake: it treats the x in front as a constant.)
     """
     x, s = cache
-    return dout * (s * (_scalar(1, x.dtype) + x * (_scalar(1, x.dtype) - s)))
+    return dout * (s * (as_scalar(1, x.dtype) + x * (as_scalar(1, x.dtype) - s)))

@@ -10,10 +10,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels.parallel import map_rows
-from ._dtypes import _scalar
+from ._dtypes import as_scalar
 from .dropout import DropoutCache, dropout_forward
-from .masks import _additive, causal_mask
+from .masks import additive_mask, causal_mask
 from .softmax import softmax_forward
+
+__all__ = ["AttentionCache", "scaled_dot_product_attention_forward", "scaled_dot_product_attention_backward"]
 
 
 class AttentionCache(NamedTuple):
@@ -28,7 +30,7 @@ class AttentionCache(NamedTuple):
     mask_shape: tuple = None      # a float attn_mask's shape (its gradient, with attn_mask_grad=True)
 
 
-def _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name):
+def check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name):
     """torch's refusals, with messages naming the argument."""
     if is_causal and attn_mask is not None:
         raise ValueError(f"{name}: attn_mask and is_causal=True were both given; as torch's "
@@ -67,7 +69,7 @@ def _check_qkv(query, key, value, name):
                          f"-2, one value per key), got {key.shape[-2]} and {value.shape[-2]}")
 
 
-def _check_heads(query, key, value, enable_gqa, name):
+def check_heads(query, key, value, enable_gqa, name):
     """The key and value heads ``(Hk, Hv)`` each query head group shares, or ``(None, None)`` when every
     query head has its own (no grouping: the shapes broadcast as a matmul's, as torch's).
 
@@ -110,7 +112,7 @@ def _per_query_head(x, hq):
     return x.reshape(x.shape[:-3] + (hq, x.shape[-3] * x.shape[-2] // hq, x.shape[-1]))
 
 
-def _sum_to(g, shape):
+def sum_to(g, shape):
     """``g`` summed over the leading dimensions an input of ``shape`` was broadcast along."""
     if g.shape == tuple(shape):
         return g
@@ -119,7 +121,7 @@ def _sum_to(g, shape):
     return g.sum(axis=axes, keepdims=True).reshape(shape)
 
 
-def _into(a, out):
+def into(a, out):
     """``a`` written into ``out`` when one is given (and ``a`` is not already it)."""
     if out is None or a is out:
         return a
@@ -127,7 +129,7 @@ def _into(a, out):
     return out
 
 
-def _check_sdpa_mask(attn_mask, query, key, name, grouped=False):
+def check_sdpa_mask(attn_mask, query, key, name, grouped=False):
     """``attn_mask`` bool, float32 or the query's float dtype, as torch 2.13 ("Expected attn_mask dtype to
     be bool or float or to match query dtype": an integer mask is refused, 0/1 added to the scores is a
     trap; a float64 mask with a float32 query too, while a float32 mask is taken by a float64 query),
@@ -204,19 +206,19 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     cache : AttentionCache
     """
     name = "scaled_dot_product_attention_forward"
-    _check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name)
-    hk, hv = _check_heads(query, key, value, enable_gqa, name)
-    _check_sdpa_mask(attn_mask, query, key, name, grouped=hk is not None)
+    check_sdpa_options(attn_mask, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask, name)
+    hk, hv = check_heads(query, key, value, enable_gqa, name)
+    check_sdpa_mask(attn_mask, query, key, name, grouped=hk is not None)
     q, k, v = query, key, value
     s, t = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     # Scaling q (S*Dh numbers) is cheaper than scaling the scores (S*T numbers). With grouped heads the
     # G = Hq/Hk queries of a group are G*S rows against their one key head: (..., Hk, G*S, T).
-    q_rows = _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)                 # (..., Hk, G*S, Dh)
+    q_rows = _rows_per_kv_head(q * as_scalar(scale, q.dtype), hk)                 # (..., Hk, G*S, Dh)
     scores = q_rows @ np.swapaxes(k, -1, -2)                                     # (..., Hk, G*S, T)
     scores = scores if hk is None else _per_query_head(scores, q.shape[-3])      # (..., S, T)
     if attn_mask is not None:
-        scores += _additive(attn_mask, q.dtype)
+        scores += additive_mask(attn_mask, q.dtype)
     if is_causal:
         # key j > query i gets -inf; copyto's broadcast `where` does it in one pass, 5x faster than
         # boolean indexing `scores[..., mask] = -inf` (which gathers the indices first)
@@ -226,9 +228,10 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     if hv is None:
         out = np.matmul(dropped, v, out=out)                                     # (..., S, Dv)
     else:                                                                        # (..., Hv, G*S, T) @ v
-        out = _into(_per_query_head(_rows_per_kv_head(dropped, hv) @ v, q.shape[-3]), out)
+        out = into(_per_query_head(_rows_per_kv_head(dropped, hv) @ v, q.shape[-3]), out)
     mask_shape = np.shape(attn_mask) if attn_mask is not None and np.asarray(attn_mask).dtype.kind == "f" else None
-    return out, AttentionCache(q, k, v, probs, dcache, scale, out, (hk, hv), mask_shape)
+    return out, AttentionCache(q=q, k=k, v=v, probs=probs, dropout=dcache, scale=scale, out=out,
+                               kv_heads=(hk, hv), mask_shape=mask_shape)
 
 
 def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=False, *, record=None):
@@ -276,12 +279,13 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
         (per head, in q's, k's and v's shapes). :func:`numpy_transformer.trace` passes one; None (the
         default) costs nothing.
     """
-    q, k, v, probs, dcache, scale, _, (hk, hv), mask_shape = cache
+    q, k, v, probs, scale = cache.q, cache.k, cache.v, cache.probs, cache.scale
+    dcache, (hk, hv), mask_shape = cache.dropout, cache.kv_heads, cache.mask_shape
     if attn_mask_grad and mask_shape is None:
         raise ValueError("attn_mask_grad=True needs a float attn_mask in the forward (a bool mask or none has "
                          "no gradient)")
     dq_out, dk_out, dv_out = (None, None, None) if out is None else out
-    keep = None if dcache.mask is None else dcache.mask * _scalar(dcache.scale, probs.dtype)
+    keep = None if dcache.mask is None else dcache.mask * as_scalar(dcache.scale, probs.dtype)
     dropped = probs if keep is None else probs * keep                            # (..., S, T)
     if hv is None:
         dv = np.matmul(np.swapaxes(dropped, -1, -2), dout, out=dv_out)          # (..., T, Dv)
@@ -298,19 +302,19 @@ def scaled_dot_product_attention_backward(dout, cache, out=None, attn_mask_grad=
     map_rows(_softmax_grad_rows, dscores, probs)                                 # dA = P (dP - rowsum(dP P))
     # dq = c dA k and dk = c dA^T q: the scale goes on the small (.., T, Dh) operands, not on dA.
     if hk is None:
-        dq = np.matmul(dscores, k * _scalar(scale, k.dtype), out=dq_out)         # (..., S, Dh)
-        dk = np.matmul(np.swapaxes(dscores, -1, -2), q * _scalar(scale, q.dtype), out=dk_out)  # (..., T, Dh)
+        dq = np.matmul(dscores, k * as_scalar(scale, k.dtype), out=dq_out)         # (..., S, Dh)
+        dk = np.matmul(np.swapaxes(dscores, -1, -2), q * as_scalar(scale, q.dtype), out=dk_out)  # (..., T, Dh)
     else:                                            # summed over each key head's G*S query rows
         da_rows = _rows_per_kv_head(dscores, hk)                                 # (..., Hk, G*S, T)
-        dq = _per_query_head(da_rows @ (k * _scalar(scale, k.dtype)), q.shape[-3])  # (..., Hq, S, Dh)
-        dk = np.swapaxes(da_rows, -1, -2) @ _rows_per_kv_head(q * _scalar(scale, q.dtype), hk)  # (..., Hk, T, Dh)
-    dq, dk, dv = _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
+        dq = _per_query_head(da_rows @ (k * as_scalar(scale, k.dtype)), q.shape[-3])  # (..., Hq, S, Dh)
+        dk = np.swapaxes(da_rows, -1, -2) @ _rows_per_kv_head(q * as_scalar(scale, q.dtype), hk)  # (..., Hk, T, Dh)
+    dq, dk, dv = sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
     if record is not None:
         for name, g in (("d scores", dscores), ("dq", dq), ("dk", dk), ("dv", dv)):
             record(name, g)
     if attn_mask_grad:                                   # d(A + mask)/d mask = 1: the mask's gradient is dA
-        return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out), _sum_to(dscores, mask_shape)
-    return _into(dq, dq_out), _into(dk, dk_out), _into(dv, dv_out)
+        return into(dq, dq_out), into(dk, dk_out), into(dv, dv_out), sum_to(dscores, mask_shape)
+    return into(dq, dq_out), into(dk, dk_out), into(dv, dv_out)
 
 
 def _softmax_grad_rows(dp, probs):

@@ -6,7 +6,9 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import _scalar
+from ._dtypes import as_scalar
+
+__all__ = ["DropoutCache", "dropout_forward", "dropout_backward"]
 
 
 class DropoutCache(NamedTuple):
@@ -43,7 +45,7 @@ def dropout_forward(x, p, training=True, rng=None, mask=None):
             mask = rng.random(x.shape, dtype=np.float32 if x.dtype == np.float32 else np.float64) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     out = np.multiply(x, mask)
-    out *= _scalar(scale, x.dtype)
+    out *= as_scalar(scale, x.dtype)
     return out, DropoutCache(mask, scale)
 
 
@@ -53,5 +55,5 @@ def dropout_backward(dout, cache):
     if mask is None:
         return dout
     dx = np.multiply(dout, mask)
-    dx *= _scalar(scale, dout.dtype)
+    dx *= as_scalar(scale, dout.dtype)
     return dx

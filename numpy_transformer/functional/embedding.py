@@ -8,6 +8,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+__all__ = ["EmbeddingCache", "embedding_forward", "embedding_backward", "embedding_renorm_"]
+
 
 class EmbeddingCache(NamedTuple):
     ids: np.ndarray               # (N...) integer ids

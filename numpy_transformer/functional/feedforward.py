@@ -14,6 +14,8 @@ import numpy as np
 from .activations import SiluCache, silu_backward, silu_forward
 from .linear import LinearCache, linear_backward, linear_forward
 
+__all__ = ["SwigluCache", "swiglu_forward", "swiglu_backward"]
+
 
 class SwigluCache(NamedTuple):
     gate: LinearCache             # x -> g = x W_gate^T + b_gate

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+__all__ = ["LinearCache", "linear_forward", "linear_backward"]
+
 
 class LinearCache(NamedTuple):
     x: np.ndarray                 # (N..., Din) the input

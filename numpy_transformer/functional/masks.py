@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["causal_mask", "additive_mask", "module_to_sdpa_mask", "merge_masks", "is_causal_mask", "check_causal_hint"]
+
 
 def causal_mask(s, t=None):
     """Boolean (S, T) mask, True above the diagonal: the keys j > i that query i may NOT attend.
@@ -41,7 +43,7 @@ def module_to_sdpa_mask(mask):
     return ~mask
 
 
-def _additive(mask, dtype):
+def additive_mask(mask, dtype):
     """A bool mask in the function convention (True = takes part) as 0 / -inf, or a float mask as is,
     in ``dtype``."""
     if mask.dtype == np.bool_:
@@ -97,9 +99,9 @@ def merge_masks(attn_mask, key_padding_mask, is_causal, batch, heads, s, t, dtyp
     if attn_mask is None and is_causal:
         attn_mask = causal_mask(s, t)
     if attn_mask is not None:
-        am = _additive(module_to_sdpa_mask(attn_mask), dtype)
+        am = additive_mask(module_to_sdpa_mask(attn_mask), dtype)
         out = am if am.ndim == 2 else am.reshape(batch, heads, s, t)        # (S, T) or (B, H, S, T)
     if key_padding_mask is not None:
-        kp = _additive(module_to_sdpa_mask(key_padding_mask), dtype).reshape(batch, 1, 1, t)  # (B, 1, 1, T)
+        kp = additive_mask(module_to_sdpa_mask(key_padding_mask), dtype).reshape(batch, 1, 1, t)  # (B, 1, 1, T)
         out = kp if out is None else out + kp
     return out

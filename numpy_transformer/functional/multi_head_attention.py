@@ -7,11 +7,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import _scalar
+from ._dtypes import as_scalar
 from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .masks import merge_masks
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
+
+__all__ = ["MultiHeadAttentionCache", "split_heads", "merge_heads", "multi_head_attention_forward", "multi_head_attention_backward"]
 
 
 EXTRA_KEYS_CAUSAL = ("is_causal=True cannot be combined with add_bias_kv or add_zero_attn: torch's two code paths "
@@ -28,25 +30,25 @@ class MultiHeadAttentionCache(NamedTuple):
     extra: tuple                  # (bias_kv, add_zero_attn): keys appended after the T projected ones
 
 
-def _split_heads(x, heads):
+def split_heads(x, heads):
     """(B, S, D) -> (B, H, S, Dh): a strided view, no data is moved (BLAS reads it with a leading dim)."""
     b, s, d = x.shape
     return x.reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)             # (B, H, S, Dh)
 
 
-def _merge_heads(x):
+def merge_heads(x):
     """(B, H, S, Dh) -> (B, S, D): the transpose *before* the reshape keeps each position's heads together."""
     b, h, s, dh = x.shape
     return x.transpose(0, 2, 1, 3).reshape(b, s, h * dh)                        # (B, S, D)
 
 
 def _split_heads_naive(x, heads):
-    """The plain reference of :func:`_split_heads`: cut D into H slices and stack them (a copy)."""
+    """The plain reference of :func:`split_heads`: cut D into H slices and stack them (a copy)."""
     return np.stack(np.split(x, heads, axis=-1), axis=1)                        # (B, H, S, Dh)
 
 
 def _merge_heads_naive(x):
-    """The plain reference of :func:`_merge_heads`: concatenate the heads along the features (a copy)."""
+    """The plain reference of :func:`merge_heads`: concatenate the heads along the features (a copy)."""
     return np.concatenate(list(np.moveaxis(x, 1, 0)), axis=-1)                  # (B, S, D)
 
 
@@ -142,7 +144,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
         k, k_lin = linear_forward(key, wk, bk)                                  # (B, T, D)
         v, v_lin = linear_forward(value, wv, bv)                                # (B, T, D)
         in_lin = (q_lin, k_lin, v_lin)
-        heads = (_split_heads(q, num_heads), _split_heads(k, num_heads), _split_heads(v, num_heads))
+        heads = (split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads))
     if (bias_k is None) != (bias_v is None):
         raise ValueError("bias_k and bias_v go together (add_bias_kv): got only one of them")
     extra = int(bias_k is not None) + int(bool(add_zero_attn))
@@ -166,7 +168,7 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight=No
                                                        training=training, rng=rng, dropout_mask=dropout_mask,
                                                        out=ctx_heads)
         probs = attn.probs if attn.dropout.mask is None else (
-            attn.probs * (attn.dropout.mask * _scalar(attn.dropout.scale, query.dtype)))  # (B, H, S, T)
+            attn.probs * (attn.dropout.mask * as_scalar(attn.dropout.scale, query.dtype)))  # (B, H, S, T)
     else:
         raise ValueError(f"attention must be 'standard' or 'tiled', got {attention!r}")
     out, out_lin = linear_forward(ctx.reshape(b, s, d), out_proj_weight, out_proj_bias)  # (B, S, D)
@@ -178,8 +180,8 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
     """Backward of multi-head attention.  Shapes: dout (B, S, D) -> dquery, dkey, dvalue and weight grads.
 
     Walk the forward in reverse: the output projection is a linear layer; merging heads is a
-    transpose + reshape, so its backward is :func:`_split_heads` (the inverse permutation); attention
-    per head; splitting heads is undone by :func:`_merge_heads`; then the input projections. In the
+    transpose + reshape, so its backward is :func:`split_heads` (the inverse permutation); attention
+    per head; splitting heads is undone by :func:`merge_heads`; then the input projections. In the
     fused self-attention case the head gradients are written into one (B, S, 3, H, Dh) buffer, which is
     exactly the gradient of the fused (B, S, 3D) projection output, so ``d in_proj_weight`` is one GEMM.
     When query, key and value are the same array the caller adds the three input gradients: the input
@@ -235,9 +237,9 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
             _bias_kv_grads(grads, dk, dv, t, bias_kv)
             dk, dv = dk[..., :t, :], dv[..., :t, :]                              # (B, H, T, Dh)
         q_lin, k_lin, v_lin = in_lin
-        dquery, dwq, dbq = linear_backward(_merge_heads(dq), q_lin)              # (B, S, D)
-        dkey, dwk, dbk = linear_backward(_merge_heads(dk), k_lin)                # (B, T, Dk)
-        dvalue, dwv, dbv = linear_backward(_merge_heads(dv), v_lin)              # (B, T, Dv)
+        dquery, dwq, dbq = linear_backward(merge_heads(dq), q_lin)              # (B, S, D)
+        dkey, dwk, dbk = linear_backward(merge_heads(dk), k_lin)                # (B, T, Dk)
+        dvalue, dwv, dbv = linear_backward(merge_heads(dv), v_lin)              # (B, T, Dv)
         if packed:
             grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)    # (3D, D)
         else:

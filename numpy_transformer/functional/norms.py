@@ -8,7 +8,10 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import _scalar
+from ._dtypes import as_scalar
+
+__all__ = ["LayerNormCache", "layer_norm_forward", "layer_norm_backward", "RMSNormCache", "rms_norm_forward",
+           "rms_norm_backward"]
 
 
 def _trailing_shape(normalized_shape, x, *params):
@@ -49,7 +52,7 @@ def _rescaled(x, axes, eps, xhat, rstd, var, centre):
         y = y - y.mean(axis=axes, keepdims=True)
         y -= y.mean(axis=axes, keepdims=True)
     var_y = np.mean(y * y, axis=axes, keepdims=True)                          # (..., 1, ..., 1)
-    rstd_y = 1 / np.sqrt(var_y + _scalar(eps, x.dtype) * inv_s * inv_s)       # (..., 1, ..., 1)
+    rstd_y = 1 / np.sqrt(var_y + as_scalar(eps, x.dtype) * inv_s * inv_s)       # (..., 1, ..., 1)
     return np.where(bad, y * rstd_y, xhat), np.where(bad, rstd_y * inv_s, rstd)
 
 
@@ -93,7 +96,7 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, normalized_shape=Non
         # block that residue, divided by sqrt(eps), would become noise instead of the exact 0 torch gives.
         xc -= xc.mean(axis=axes, keepdims=True)
         var = np.mean(xc * xc, axis=axes, keepdims=True)         # (..., 1, ..., 1) biased
-    rstd = 1 / np.sqrt(var + _scalar(eps, x.dtype))              # (..., 1, ..., 1)
+    rstd = 1 / np.sqrt(var + as_scalar(eps, x.dtype))              # (..., 1, ..., 1)
     xhat = xc * rstd                                             # (..., *ns)
     if not np.isfinite(var).all():           # a block whose squares overflowed (or an inf/NaN input)
         xhat, rstd = _rescaled(x, axes, eps, xhat, rstd, var, centre=True)
@@ -128,7 +131,7 @@ def layer_norm_backward(dout, cache):
     dbias = dout.sum(axis=lead) if has_bias else None                         # ns
     dxhat = dout * weight if weight is not None else dout                     # (..., *ns)
     mean_dxhat = dxhat.mean(axis=axes, keepdims=True)                         # (..., 1, ..., 1)
-    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=axes, keepdims=True) / _scalar(d, xhat.dtype)  # (..., 1, ..., 1)
+    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=axes, keepdims=True) / as_scalar(d, xhat.dtype)  # (..., 1, ..., 1)
     dx = (dxhat - mean_dxhat - xhat * mean_dxhat_xhat) * rstd                  # (..., *ns)
     return dx, dweight, dbias
 
@@ -169,7 +172,7 @@ def rms_norm_forward(x, weight=None, eps=None, normalized_shape=None):
     axes = tuple(range(x.ndim - k, x.ndim))
     with np.errstate(over="ignore"):                              # |x| above ~1e19 (float32): _rescaled
         ms = np.mean(x * x, axis=axes, keepdims=True)             # (..., 1, ..., 1) mean of squares
-    rstd = 1 / np.sqrt(ms + _scalar(eps, x.dtype))                # (..., 1, ..., 1)
+    rstd = 1 / np.sqrt(ms + as_scalar(eps, x.dtype))                # (..., 1, ..., 1)
     xhat = x * rstd                                               # (..., *normalized_shape)
     if not np.isfinite(ms).all():            # a block whose squares overflowed (or an inf/NaN input)
         xhat, rstd = _rescaled(x, axes, eps, xhat, rstd, ms, centre=False)
@@ -199,6 +202,6 @@ def rms_norm_backward(dout, cache):
     n = int(np.prod(xhat.shape[xhat.ndim - k:]))
     dweight = (dout * xhat).sum(axis=lead) if weight is not None else None         # normalized_shape
     dxhat = dout * weight if weight is not None else dout                           # (..., *ns)
-    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=axes, keepdims=True) / _scalar(n, xhat.dtype)  # (..., 1, ..., 1)
+    mean_dxhat_xhat = np.sum(dxhat * xhat, axis=axes, keepdims=True) / as_scalar(n, xhat.dtype)  # (..., 1, ..., 1)
     dx = (dxhat - xhat * mean_dxhat_xhat) * rstd                                    # (..., *ns)
     return dx, dweight

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..utils.checks import FLOAT16_HINT, _float_dtypes
+from ..utils.checks import FLOAT16_HINT, float_dtypes
 
 __all__ = ["RopeCache", "rope_cos_sin", "rope_apply", "rope_forward", "rope_backward"]
 
@@ -128,7 +128,7 @@ def _rotate(x, cos, sin, interleaved):
 
 def _check_x(x):
     # float16 only inside numpy_transformer.amp's float16 copy (cos/sin computed in float64, then rounded)
-    if not isinstance(x, np.ndarray) or x.dtype not in _float_dtypes():
+    if not isinstance(x, np.ndarray) or x.dtype not in float_dtypes():
         got = f"dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
         raise TypeError(f"x must be a float32 or float64 array (..., S, Dh), got {got}"
                         + (f"; {FLOAT16_HINT}" if isinstance(x, np.ndarray) and x.dtype == np.float16 else ""))

@@ -11,6 +11,8 @@ import numpy as np
 
 from ..kernels.parallel import map_rows
 
+__all__ = ["SoftmaxCache", "softmax_forward", "softmax_backward"]
+
 
 class SoftmaxCache(NamedTuple):
     y: np.ndarray                 # the probabilities, same shape as x

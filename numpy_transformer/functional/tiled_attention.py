@@ -8,9 +8,11 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import _scalar
-from .attention import _check_heads, _check_sdpa_mask, _check_sdpa_options, _into, _sum_to
-from .masks import _additive
+from ._dtypes import as_scalar
+from .attention import check_heads, check_sdpa_mask, check_sdpa_options, into, sum_to
+from .masks import additive_mask
+
+__all__ = ["FlashAttentionCache", "flash_attention_forward", "flash_attention_backward"]
 
 
 class FlashAttentionCache(NamedTuple):
@@ -118,10 +120,10 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
     """
     if block_q <= 0 or block_k <= 0:
         raise ValueError(f"block_q and block_k must be positive, got {block_q} and {block_k}")
-    _check_sdpa_options(None, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
+    check_sdpa_options(None, is_causal, enable_gqa, dropout_p, training, rng, dropout_mask,
                         "flash_attention_forward")
-    hk, hv = _check_heads(query, key, value, enable_gqa, "flash_attention_forward")
-    _check_sdpa_mask(attn_mask, query, key, "flash_attention_forward", grouped=hk is not None)
+    hk, hv = check_heads(query, key, value, enable_gqa, "flash_attention_forward")
+    check_sdpa_mask(attn_mask, query, key, "flash_attention_forward", grouped=hk is not None)
     q, k, v = query, key, value
     kv_shapes = None
     if hk is not None:                               # (..., Hkv, G, S, Dh) against (..., Hkv, 1, T, Dh)
@@ -134,7 +136,7 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
         result, out = out, None                      # the caller's buffer has the (..., Hq, S, Dv) layout
     s_len, t_len = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    mask = None if attn_mask is None else _additive(attn_mask, q.dtype)
+    mask = None if attn_mask is None else additive_mask(attn_mask, q.dtype)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     if out is None:
         out = np.empty(lead + (s_len, v.shape[-1]), dtype=q.dtype)                      # (..., S, Dv)
@@ -144,10 +146,10 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
         seed = None if dropout_mask is not None else int(rng.integers(2**63))
         dropout = (float(dropout_p), seed, dropout_mask)
         gen = None if seed is None else np.random.default_rng(seed)
-        keep_scale = _scalar(1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0, q.dtype)
+        keep_scale = as_scalar(1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0, q.dtype)
     for r0 in range(0, s_len, block_q):
         r1 = min(r0 + block_q, s_len)
-        q_scaled = q[..., r0:r1, :] * _scalar(scale, q.dtype)                            # (..., bq, Dh)
+        q_scaled = q[..., r0:r1, :] * as_scalar(scale, q.dtype)                            # (..., bq, Dh)
         m = np.full(lead + (r1 - r0, 1), -np.inf, dtype=q.dtype)                         # running max
         l = np.zeros(lead + (r1 - r0, 1), dtype=q.dtype)                                 # running sum
         acc = np.zeros(lead + (r1 - r0, v.shape[-1]), dtype=q.dtype)                     # running output
@@ -155,7 +157,7 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
             c1 = min(c0 + block_k, t_len)
             p = _score_block(q_scaled, k[..., c0:c1, :], mask, is_causal, r0, r1, c0, c1)  # (..., bq, bk)
             m_new = np.maximum(m, p.max(axis=-1, keepdims=True))                         # (..., bq, 1)
-            m_safe = np.where(np.isneginf(m_new), _scalar(0, q.dtype), m_new)            # all -inf so far
+            m_safe = np.where(np.isneginf(m_new), as_scalar(0, q.dtype), m_new)            # all -inf so far
             p -= m_safe
             np.exp(p, out=p)                                                             # exp(s - m')
             correction = np.exp(m - m_safe)                                              # (..., bq, 1)
@@ -167,11 +169,11 @@ def flash_attention_forward(query, key, value, attn_mask=None, dropout_p=0.0, is
             acc += p @ v[..., c0:c1, :]                                                  # (..., bq, Dv)
             m = m_new
         empty = l == 0                                                                   # every key masked
-        out[..., r0:r1, :] = np.where(empty, _scalar(0, q.dtype), acc / np.where(empty, 1, l))
+        out[..., r0:r1, :] = np.where(empty, as_scalar(0, q.dtype), acc / np.where(empty, 1, l))
         lse[..., r0:r1] = np.where(empty, -np.inf, m + np.log(np.where(empty, 1, l)))[..., 0]
     cache = FlashAttentionCache(q, k, v, out, lse, mask, is_causal, scale, block_q, block_k, dropout, kv_shapes)
     if kv_shapes is not None:
-        out = _into(out.reshape(out.shape[:-4] + (hq,) + out.shape[-2:]), result)       # (..., Hq, S, Dv)
+        out = into(out.reshape(out.shape[:-4] + (hq,) + out.shape[-2:]), result)       # (..., Hq, S, Dv)
     return out, cache
 
 
@@ -199,16 +201,16 @@ def flash_attention_backward(dout, cache, out=None):
         dq, dk, dv = flash_attention_backward(_grouped(dout, q.shape[-4]), cache._replace(kv_shapes=None))
         dq = dq.reshape(dq.shape[:-4] + q_shape[-3:])                                    # (..., Hq, S, Dh)
         dk, dv = dk.sum(axis=-3), dv.sum(axis=-3)                  # (..., Hkv, T, D): summed over G
-        grads = _sum_to(dq, q_shape), _sum_to(dk, kv_shapes[0]), _sum_to(dv, kv_shapes[1])
-        return grads if out is None else tuple(_into(g, o) for g, o in zip(grads, out))
+        grads = sum_to(dq, q_shape), sum_to(dk, kv_shapes[0]), sum_to(dv, kv_shapes[1])
+        return grads if out is None else tuple(into(g, o) for g, o in zip(grads, out))
     gen = None
     if dropout is not None:
         gen = None if dropout[1] is None else np.random.default_rng(dropout[1])
-        keep_scale = _scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
+        keep_scale = as_scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
     s_len, t_len = q.shape[-2], k.shape[-2]
-    c = _scalar(scale, q.dtype)
+    c = as_scalar(scale, q.dtype)
     delta = np.sum(dout * o, axis=-1, keepdims=True)                                     # (..., S, 1)
-    lse_safe = np.where(np.isneginf(lse), _scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
+    lse_safe = np.where(np.isneginf(lse), as_scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
     if out is None:
         dq = np.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
         dk = np.zeros(dq.shape[:-2] + k.shape[-2:], dtype=q.dtype)
@@ -240,5 +242,5 @@ def flash_attention_backward(dout, cache, out=None):
             dq[..., r0:r1, :] += ds @ k_blk                                              # (..., bq, Dh)
             dk[..., c0:c1, :] += np.swapaxes(ds, -1, -2) @ q_blk                         # (..., bk, Dh)
     if out is None:                                  # an input broadcast on a leading dimension: summed back
-        return _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
+        return sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape)
     return dq, dk, dv

@@ -289,7 +289,7 @@ def _phi_chunk_f32(out, x):
         out[far] = _phi_far_f32(x[far].astype(np.float64))
 
 
-def _phi_chunk(out, x):
+def phi_chunk(out, x):
     """``out[:] = Phi(x)``, the standard normal CDF ``erfc(-x/sqrt(2)) / 2``, for a 1-D chunk.
 
     Most activations satisfy ``|x/sqrt(2)| < 0.84375``, where ``erfc(-u) = 1 + u + u R(u**2)`` (fdlibm's
@@ -323,7 +323,7 @@ def _phi_chunk(out, x):
         out[far] = _phi_far(x[far].astype(np.float64))
 
 
-def _pdf_chunk(out, x):
+def pdf_chunk(out, x):
     """``out[:] = phi(x) = exp(-x**2/2) / sqrt(2 pi)``, accurate also where ``x**2`` is large.
 
     ``exp`` multiplies the relative error of its argument by the argument's size, so for ``|x| > 2``
@@ -352,7 +352,7 @@ def phi(x):
     from .parallel import map_chunks
     x = np.ascontiguousarray(_as_float_array(x))
     out = np.empty_like(x)
-    return map_chunks(_phi_chunk, out, x)
+    return map_chunks(phi_chunk, out, x)
 
 
 def erf_naive(x):

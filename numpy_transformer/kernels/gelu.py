@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .erf import _pdf_chunk, _phi_chunk, erfc
+from .erf import pdf_chunk, phi_chunk, erfc
 from .parallel import scratch
 
 
@@ -20,17 +20,17 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-def _gelu_exact_chunk(out, x):
+def gelu_exact_chunk(out, x):
     with np.errstate(over="ignore"):                             # x*x of huge x: inf, correctly handled
-        _phi_chunk(out, x)                                       # Phi(x)
+        phi_chunk(out, x)                                       # Phi(x)
     out *= x                                                     # x Phi(x)
 
 
-def _gelu_exact_grad_chunk(out, x, dout):
+def gelu_exact_grad_chunk(out, x, dout):
     with np.errstate(over="ignore"):
-        _phi_chunk(out, x)                                       # Phi(x)
-        pdf = scratch(1, x)                                      # _phi_chunk's scratch is slot 0
-        _pdf_chunk(pdf, x)                                       # phi(x) = exp(-x**2/2) / sqrt(2 pi)
+        phi_chunk(out, x)                                       # Phi(x)
+        pdf = scratch(1, x)                                      # phi_chunk's scratch is slot 0
+        pdf_chunk(pdf, x)                                       # phi(x) = exp(-x**2/2) / sqrt(2 pi)
     pdf *= x
     out += pdf                                                   # Phi(x) + x phi(x)
     out *= dout
@@ -39,7 +39,7 @@ def _gelu_exact_grad_chunk(out, x, dout):
 _TANH_SATURATED = 1e4          # |x| beyond this: tanh(u) is exactly +-1 in float32 and float64
 
 
-def _gelu_tanh_chunk(out, x):
+def gelu_tanh_chunk(out, x):
     dt = x.dtype.type
     xs = np.clip(x, dt(-_TANH_SATURATED), dt(_TANH_SATURATED))   # x**3 must not overflow; tanh is flat there
     np.multiply(xs, xs, out=out)
@@ -53,7 +53,7 @@ def _gelu_tanh_chunk(out, x):
     out *= x                                                     # x/2 (1 + tanh u); finite up to max
 
 
-def _gelu_tanh_grad_chunk(out, x, dout):
+def gelu_tanh_grad_chunk(out, x, dout):
     dt = x.dtype.type
     c, k = dt(_SQRT_2_OVER_PI), dt(0.044715)
     # Beyond the clip tanh is exactly +-1, so (1 - t**2) = 0 and the clipped x changes nothing, while

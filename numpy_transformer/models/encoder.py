@@ -19,17 +19,20 @@ import math
 import numpy as np
 
 from ..nn import hooks
-from ..utils.checks import (as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int,
-                            check_probability)
+from ..utils.checks import (as_float_dtype, as_generator, check_grad, check_mask, check_positive_int,
+                            check_probability, check_token_batch)
 from .. import functional as F
 from ..nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, ModuleList,
                   PositionalEncoding, RelativePositionBias, TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
+from ..nn.activations import ACTIVATION_NAMES
 from ..nn.recompute import backward_layer, run_layer
+from .score_bias import alibi_encoder_bias, position_scores, with_padding
 
-__all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias"]
+__all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias", "check_model_options"]
 
+#: the position schemes the encoder implements (the vocabulary of ``pos_encoding=``)
 POS_ENCODINGS = ("sinusoidal", "learned", "relative", "alibi", "none")
-ACTIVATIONS = ("relu", "gelu", "silu")
+ACTIVATIONS = ACTIVATION_NAMES              # the activations' one vocabulary (numpy_transformer.nn.activations)
 BIAS_POSITIONS = ("relative", "alibi")      # position schemes added to the attention scores
 
 
@@ -44,16 +47,6 @@ def check_model_options(d_model, nhead, dropout, activation, pos_encoding, pos_e
     if pos_encoding not in pos_encodings:
         raise ValueError(f"pos_encoding must be one of {pos_encodings}, got {pos_encoding!r}")
     return dropout
-
-
-def alibi_encoder_bias(num_heads, s, is_causal, dtype):
-    """ALiBi for an encoder: ``-slope_h * |i - j|`` (H, S, S), symmetric, since a bidirectional query
-    sees keys on both sides; with ``is_causal`` the causal form :func:`~numpy_transformer.functional.alibi_bias`
-    (the keys above the diagonal are masked anyway)."""
-    if is_causal:
-        return F.alibi_bias(num_heads, s, s, dtype=dtype)
-    dist = np.abs(np.arange(s)[:, None] - np.arange(s)[None, :])                 # (S, S)
-    return (-F.alibi_slopes(num_heads)[:, None, None] * dist).astype(dtype)      # (H, S, S)
 
 
 class ModelBase(Module):
@@ -190,18 +183,11 @@ class TransformerModel(ModelBase):
 
     # ------------------------------------------------------------------------------------------
     def _check_ids(self, ids):
-        if not isinstance(ids, np.ndarray):
-            ids = np.asarray(ids)
-        if ids.ndim != 2:
-            raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"ids must be an integer array of token ids, got dtype {ids.dtype}")
-        if ids.shape[0] == 0 or ids.shape[1] == 0:
-            raise ValueError(f"ids must have a non-empty batch and sequence, got shape {ids.shape}")
+        ids = check_token_batch(ids, "ids", self.vocab_size)
         if ids.shape[1] > self.max_len:
             raise ValueError(f"sequence length {ids.shape[1]} exceeds max_len={self.max_len}; "
                              "build the model with a larger max_len")
-        return check_ids(ids, "ids", self.vocab_size)
+        return ids
 
     def forward(self, ids, src_key_padding_mask=None, is_causal=False):
         """ids (B, S) integer in [0, V) -> logits (B, S, V).
@@ -231,17 +217,12 @@ class TransformerModel(ModelBase):
 
     def _bias_layers(self, x, src_key_padding_mask, is_causal):
         """The layers of a bias scheme: every layer adds the same (H, S, S) bias to its scores."""
-        b, s, _ = x.shape
-        bias = const = None
-        if self.pos_kind == "relative":
-            bias = self.relative_position_bias(s, s)                             # (H, S, S), learned
-        else:
-            const = alibi_encoder_bias(self.config["nhead"], s, is_causal, self.dtype)   # (H, S, S), fixed
+        s = x.shape[1]
+        bias, const = position_scores(self.pos_kind, self.config["nhead"], s, is_causal=is_causal,
+                                      relative=getattr(self, "relative_position_bias", None), dtype=self.dtype)
         if src_key_padding_mask is not None:                  # True (or -inf) = padding: no query attends it
-            pad = F.module_to_sdpa_mask(np.asarray(src_key_padding_mask))       # bool True = takes part
-            pad = np.where(pad, 0.0, -np.inf) if pad.dtype == np.bool_ else pad
-            pad = pad.astype(self.dtype)[:, None, None, :]                       # (B, 1, 1, S)
-            const = pad if const is None else const + pad
+            keep = F.module_to_sdpa_mask(np.asarray(src_key_padding_mask))      # bool True = takes part
+            const = with_padding(const, keep, self.dtype)                        # (B, 1, 1, S) or (B, H, S, S)
         saved = []
         for layer in self.layers:                      # checkpoint: each layer keeps only its input
             x, kept = run_layer(layer, self.checkpoint, x, attn_bias=bias, is_causal=is_causal, attn_mask=const)

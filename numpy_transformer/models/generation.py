@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int
+from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int, check_token_batch
 
 __all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
 
@@ -73,20 +73,17 @@ def sample_from_logits(scores, rng):
     return np.argmax(cdf > u, axis=-1)                                           # first index past u
 
 
-def _check_ids(ids, vocab_size):
-    if not isinstance(ids, np.ndarray):
-        ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"ids must be an integer array of token ids (B, S), got dtype {ids.dtype}")
-    if ids.ndim != 2:
-        raise ValueError(f"ids must have shape (B, S) (one row per prompt; ids[None] for a single prompt), got "
-                         f"shape {ids.shape}")
-    if ids.shape[0] == 0:
+def _check_prompts(ids):
+    """The prompts (B, S): what :func:`~numpy_transformer.utils.checks.check_token_batch` checks, an
+    empty batch or prompt refused in generation's own words (the model checks the ids' range)."""
+    ids = np.asarray(ids)
+    if ids.ndim == 2 and ids.shape[0] == 0:
         raise ValueError(f"ids holds no prompt (shape {ids.shape}): pass at least one row (B >= 1)")
-    if ids.shape[1] == 0:
+    if ids.ndim == 2 and ids.shape[1] == 0:
         raise ValueError(f"ids is an empty prompt (shape {ids.shape}): generation needs at least one token per "
                          "row to condition on (e.g. a start-of-sequence id)")
-    return ids.astype(np.int64)
+    return check_token_batch(ids, "ids", shape_doc="(B, S) (one row per prompt; ids[None] for a single prompt)"
+                             ).astype(np.int64)
 
 
 def _token_list(value, name, vocab_size):
@@ -170,7 +167,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     """
     max_len = getattr(model, "max_len", None)
     vocab_size = getattr(model, "vocab_size", None)
-    ids = _check_ids(ids, vocab_size)
+    ids = _check_prompts(ids)
     mask = None
     if attention_mask is not None:
         mask = check_attention_mask(attention_mask, ids.shape)

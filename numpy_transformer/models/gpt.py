@@ -39,12 +39,14 @@ import dataclasses
 import numpy as np
 
 from .. import functional as F
-from ..utils.checks import as_generator, check_attention_mask, check_grad, check_ids
+from ..utils.checks import as_generator, check_attention_mask, check_grad, check_ids, check_token_batch
 from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
-from ..nn import (Dropout, Embedding, LayerNorm, Linear, ModuleList, PositionalEncoding, RelativePositionBias, RMSNorm,
-                  TransformerBlock, TransformerEncoderLayer)
+from ..nn import (Dropout, Embedding, Linear, ModuleList, PositionalEncoding, RelativePositionBias, TransformerBlock,
+                  TransformerEncoderLayer)
+from ..nn.block import make_norm
 from .encoder import ModelBase
-from ..nn.kv_cache import KVCache, cached_attention
+from ..nn.kv_cache import KVCache, resolve_use_cache
+from .score_bias import position_scores, with_padding
 from ..nn.recompute import backward_layer, run_layer
 
 __all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config", "position_ids"]
@@ -109,10 +111,7 @@ class GPT(ModelBase):
                                                         layer_norm_eps=c.layer_norm_eps, batch_first=True,
                                                         norm_first=True, bias=c.bias, dtype=dt, seed=rng)
                                 for _ in range(c.n_layer))
-        if c.norm == "rmsnorm":
-            self.ln_f = RMSNorm(d, eps=c.layer_norm_eps, dtype=dt)
-        else:
-            self.ln_f = LayerNorm(d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
+        self.ln_f = make_norm(c.norm, d, eps=c.layer_norm_eps, bias=c.bias, dtype=dt)
         self.lm_head = Linear(d, c.vocab_size, bias=False, dtype=dt, seed=rng)
         if c.tie_word_embeddings:
             self.lm_head.weight = self.wte.weight          # one Parameter, two uses
@@ -121,14 +120,7 @@ class GPT(ModelBase):
     # ------------------------------------------------------------------------------------------
     def _check_ids(self, ids, past, real=None):
         """``ids`` checked; ``real`` (B,): each row's count of real positions so far (padding left out)."""
-        if not isinstance(ids, np.ndarray):
-            ids = np.asarray(ids)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"ids must be an integer array of token ids (B, S), got dtype {ids.dtype}")
-        if ids.ndim != 2:
-            raise ValueError(f"ids must have shape (B, S), got shape {ids.shape}")
-        if ids.shape[0] == 0 or ids.shape[1] == 0:
-            raise ValueError(f"ids must have a non-empty batch and sequence, got shape {ids.shape}")
+        ids = check_token_batch(ids, "ids")
         if real is None and past + ids.shape[1] > self.max_len:
             where = f" after the {past} cached positions" if past else ""
             raise ValueError(f"ids: {ids.shape[1]} positions{where} exceed block_size={self.max_len} (positions "
@@ -138,7 +130,7 @@ class GPT(ModelBase):
             raise ValueError(f"ids: row {row} holds {int(real[row])} real positions (attention_mask's 1s, the "
                              f"cached ones included), more than block_size={self.max_len} (positions "
                              f"0..{self.max_len - 1}); build the model with a larger block_size")
-        return check_ids(ids, "ids", self.vocab_size)
+        return check_ids(ids, "ids", self.vocab_size)       # the range last: a too-long input is named first
 
     def _padding(self, attention_mask, cache, b, past, s):
         """The whole (B, P+S) bool mask (True = real) of a padded call, or None when nothing is padded."""
@@ -183,17 +175,34 @@ class GPT(ModelBase):
         The cached forward is **inference only**: its logits equal the full forward's at those
         positions, but it keeps nothing for a backward (``backward`` after it raises RuntimeError).
         """
-        if use_cache is not None and not isinstance(use_cache, (bool, np.bool_)):
-            raise TypeError(f"use_cache must be True, False or None (the default: True when past_key_values is "
-                            f"given), got {use_cache!r} ({type(use_cache).__name__})")
-        if use_cache is None:
-            use_cache = past_key_values is not None
-        if past_key_values is not None and not use_cache:
-            raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
-                             "continue the cache, or past_key_values=None for a full forward")
-        if past_key_values is not None and not isinstance(past_key_values, KVCache):
-            raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
-                            f"got {type(past_key_values).__name__}")
+        use_cache = resolve_use_cache(use_cache, past_key_values)
+        past = self._check_cache(past_key_values, ids)
+        b, s = np.shape(ids)
+        mask = self._padding(attention_mask, past_key_values, b, past, s)      # (B, P+S) True = real, or None
+        ids = self._check_ids(ids, past, None if mask is None else mask.sum(axis=1))
+        # each row counts from its first real token (padding: position 0); unpadded: past .. past+S-1
+        pos = None if mask is None else position_ids(mask)[:, past:]             # (B, S)
+        x = self.drop(self._embed(ids, past, pos))                               # (B, S, D)
+        kw, has_bias = self._attention_extras(s, past, mask, pos, cached=use_cache)
+        cache, saved = None, None
+        if use_cache:
+            cache = KVCache() if past_key_values is None else past_key_values
+            for i, block in enumerate(self.h):
+                x = block.forward_cached(x, cache, i, **kw)                      # (B, S, D)
+            if mask is not None:
+                cache.attention_mask = mask
+        else:
+            saved = []
+            for block in self.h:                       # checkpoint: each block keeps only its input
+                x, kept = run_layer(block, self.checkpoint, x, is_causal=True, **kw)   # (B, S, D)
+                saved.append(kept)
+        logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
+        self._save((use_cache, logits.shape, mask is not None, has_bias, saved))
+        return (logits, cache) if use_cache else logits
+
+    def _check_cache(self, past_key_values, ids):
+        """The number of cached positions P; refuses a cache this model cannot have built and ids whose
+        shape is wrong (before any position arithmetic) or whose batch is not the cache's."""
         if past_key_values is not None:                  # another model's cache would be read silently
             attn = self.h[0].self_attn
             heads = attn.num_kv_heads if self.config.modern else attn.num_heads
@@ -203,64 +212,40 @@ class GPT(ModelBase):
         shape = np.shape(ids)
         if len(shape) != 2 or 0 in shape:
             self._check_ids(ids, past)                                           # raises: the shape is wrong
-        b, s = shape
-        if past_key_values is not None and past and past_key_values.batch_size != b:
-            raise ValueError(f"ids has batch {b} but past_key_values holds {past_key_values.batch_size} rows")
-        mask = self._padding(attention_mask, past_key_values, b, past, s)      # (B, P+S) True = real, or None
-        ids = self._check_ids(ids, past, None if mask is None else mask.sum(axis=1))
-        x = self.wte(ids)                                                        # (B, S, D)
-        kind = self.config.positions
-        # each row counts from its first real token (padding: position 0); unpadded: past .. past+S-1
-        pos = None if mask is None else position_ids(mask)[:, past:]             # (B, S)
-        if kind == "learned":
-            x = x + self.wpe(np.arange(past, past + s) if pos is None else pos)  # + (S, D) or (B, S, D)
-        elif kind == "sinusoidal" and (past or pos is not None):
-            x = x + self.pos_encoding.pe[np.arange(past, past + s) if pos is None else pos]   # a fixed table
-        elif kind == "sinusoidal":
-            x = self.pos_encoding(x)                                             # (B, S, D)
-        x = self.drop(x)
-        has_bias, saved = False, None      # a learned score bias whose gradient goes back to its table
-        if self.config.modern:
-            x, cache, has_bias, saved = self._modern_blocks(x, use_cache, past_key_values, past, mask, pos)
-        elif use_cache:
-            cache = KVCache() if past_key_values is None else past_key_values
-            padding = None if mask is None else ~mask                            # (B, P+S) True = padding
-            for i, block in enumerate(self.h):
-                x = _block_step(block, x, cache, i, padding)
-        else:
-            kw = (dict(is_causal=True) if mask is None else     # padded: the causal mask and the padding
-                  dict(src_mask=F.causal_mask(s), src_key_padding_mask=~mask, is_causal=True))
-            saved = []
-            for block in self.h:                       # checkpoint: each block keeps only its input
-                x, kept = run_layer(block, self.checkpoint, x, **kw)                   # (B, S, D)
-                saved.append(kept)
-        if use_cache and mask is not None:
-            cache.attention_mask = mask
-        logits = self.lm_head(self.ln_f(x))                                      # (B, S, V)
-        self._save((use_cache, logits.shape, mask is not None, has_bias, saved))
-        return (logits, cache) if use_cache else logits
+        if past and past_key_values.batch_size != shape[0]:
+            raise ValueError(f"ids has batch {shape[0]} but past_key_values holds {past_key_values.batch_size} rows")
+        return past
 
-    def _modern_blocks(self, x, use_cache, past_key_values, past, mask, pos):
-        """The TransformerBlocks on x (B, S, D): every block gets the same score bias (the learned
-        relative one, or ALiBi's constant), the padding as -inf on padded keys, and the rotary
-        positions ``pos`` (B, S) of a padded batch (None: past .. past+S-1)."""
-        s = x.shape[1]
-        bias, const = self._score_bias(s, past)          # (H, S, past+S) each, or None
-        if mask is not None:                              # padded keys: -inf for every query
-            pad = np.where(mask, 0.0, -np.inf).astype(self.dtype)[:, None, None, :]       # (B, 1, 1, P+S)
-            const = pad if const is None else const + pad
-        kw = dict(attn_bias=bias, attn_mask=const, positions=pos)
-        cache, saved = None, None
-        if use_cache:
-            cache = KVCache() if past_key_values is None else past_key_values
-            for i, block in enumerate(self.h):
-                x = block.forward_cached(x, cache, i, **kw)
-        else:
-            saved = []
-            for block in self.h:
-                x, kept = run_layer(block, self.checkpoint, x, is_causal=True, **kw)   # (B, S, D)
-                saved.append(kept)
-        return x, cache, bias is not None, saved
+    def _embed(self, ids, past, pos):
+        """Token embeddings plus the position table's rows of positions ``past .. past+S-1`` (or of the
+        padded batch's ``pos`` (B, S)); the schemes on the scores or in q/k add nothing here."""
+        x = self.wte(ids)                                                        # (B, S, D)
+        s, kind = ids.shape[1], self.config.positions
+        if kind == "learned":
+            return x + self.wpe(np.arange(past, past + s) if pos is None else pos)   # + (S, D) or (B, S, D)
+        if kind == "sinusoidal" and (past or pos is not None):
+            return x + self.pos_encoding.pe[np.arange(past, past + s) if pos is None else pos]   # a fixed table
+        if kind == "sinusoidal":
+            return self.pos_encoding(x)                                          # (B, S, D)
+        return x
+
+    def _attention_extras(self, s, past, mask, pos, cached):
+        """The keyword arguments every block's attention gets, and whether they hold a learned bias
+        (whose gradient goes back to its table). TransformerBlocks: the scheme's score bias
+        (:func:`~numpy_transformer.models.score_bias.position_scores`), the padding as -inf on padded
+        keys, the rotary positions ``pos``; encoder layers: the padding as a key padding mask (and,
+        in the full forward, the explicit causal mask it goes with)."""
+        if self.config.modern:
+            c = self.config
+            bias, const = position_scores(c.positions, c.n_head, s, past, is_causal=True,
+                                          relative=getattr(self, "relative_position_bias", None), dtype=self.dtype)
+            const = with_padding(const, mask, self.dtype)        # (H, S, P+S), (B, 1, 1, P+S) or None
+            return dict(attn_bias=bias, attn_mask=const, positions=pos), bias is not None
+        if mask is None:
+            return {}, False
+        if cached:
+            return dict(src_key_padding_mask=~mask), False                       # (B, P+S) True = padding
+        return dict(src_mask=F.causal_mask(s), src_key_padding_mask=~mask), False
 
     def backward(self, dlogits):
         """dlogits (B, S, V) -> None; accumulates every parameter's gradient.
@@ -293,17 +278,6 @@ class GPT(ModelBase):
         self.wte.backward(dx)
         return None
 
-    def _score_bias(self, s, past):
-        """What the positions add to the scores of the S new queries over the past + S keys:
-        ``(bias, constant)``, the learned relative bias (H, S, past+S) (its gradient flows back to the
-        table) and ALiBi's fixed one (H, S, past+S); None where the scheme adds nothing."""
-        c = self.config
-        if c.positions == "relative":
-            return self.relative_position_bias(s, past + s, offset=past), None
-        if c.positions == "alibi":
-            return None, F.alibi_bias(c.n_head, s, past + s, dtype=self.dtype)
-        return None, None
-
     def generate(self, ids, max_new_tokens, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.models.generation.generate`."""
         from .generation import generate
@@ -324,11 +298,3 @@ def position_ids(attention_mask):
     attention_mask (B, T) bool or 0/1 -> (B, T) int64."""
     return np.maximum(np.cumsum(attention_mask, axis=1, dtype=np.int64) - 1, 0)
 
-
-def _block_step(block, x, cache, slot, key_padding_mask=None):
-    """One pre-LN block on the new positions x (B, S, D), self-attention through the cache:
-    ``x + dropout1(attn(norm1(x)))``, then ``+ ff(norm2(.))``, the block's own sub-modules.
-    ``key_padding_mask`` (B, P+S): True = a padded position, never attended to."""
-    a = cached_attention(block.self_attn, block.norm1(x), cache, slot, key_padding_mask=key_padding_mask)
-    x = x + block.dropout1(a)
-    return x + block._ff_block(block.norm2(x))                                   # (B, S, D)

@@ -10,13 +10,19 @@ from typing import Optional
 
 import numpy as np
 
+from ..nn.block import FFNS, GATED_FFNS, NORMS as _BLOCK_NORMS
 from ..utils.checks import as_float_dtype, check_number, check_positive_int, check_probability
 
-__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "NORMS"]
+__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "NORMS", "BIAS_POSITIONS"]
 
+#: the position schemes GPT implements (:mod:`.gpt`); the vocabulary of ``positions=``
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
-GPT_FFNS = ("gelu", "relu", "silu", "swiglu")
-NORMS = ("layernorm", "rmsnorm")
+#: the schemes that need TransformerBlocks: rotary q/k, or a bias on the attention scores
+BLOCK_POSITIONS = ("rope", "alibi", "relative")
+BIAS_POSITIONS = ("alibi", "relative")
+# the feed-forwards and norms are the block's (numpy_transformer.nn.block: FFNS, GATED_FFNS, NORMS)
+GPT_FFNS = FFNS
+NORMS = tuple(_BLOCK_NORMS)
 
 
 @dataclass
@@ -43,7 +49,8 @@ class GPTConfig:
         the head never has one.
     ffn : {"gelu", "relu", "silu", "swiglu"}
         The feed-forward: an MLP with that activation (exact GELU, as ``torch.nn.functional.gelu``), or
-        SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's).
+        a gated one, SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
+        :data:`numpy_transformer.nn.block.FFNS`.
     layer_norm_eps : float
     positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
         A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q
@@ -133,7 +140,7 @@ class GPTConfig:
     def modern(self):
         """True when the blocks are :class:`~numpy_transformer.nn.TransformerBlock` s (an option torch's
         encoder layer does not have); False: ``TransformerEncoderLayer``."""
-        return (self.norm != "layernorm" or self.ffn == "swiglu" or self.positions in ("rope", "alibi", "relative")
+        return (self.norm != "layernorm" or self.ffn in GATED_FFNS or self.positions in BLOCK_POSITIONS
                 or self.num_kv_heads not in (None, self.n_head))
 
     @property

@@ -23,11 +23,15 @@ import math
 
 import numpy as np
 
-from ..utils.checks import as_float_dtype, as_generator, check_grad, check_ids, check_mask, check_positive_int
+from ..utils.checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_token_batch
 from .encoder import ModelBase, check_model_options
 from ..nn import Dropout, Embedding, KVCache, LearnedPositionalEmbedding, Linear, PositionalEncoding, Transformer
+from ..nn.kv_cache import resolve_use_cache
 
-__all__ = ["Seq2SeqModel"]
+__all__ = ["Seq2SeqModel", "POS_ENCODINGS"]
+
+#: the position schemes the encoder-decoder implements (the vocabulary of its ``pos_encoding=``)
+POS_ENCODINGS = ("sinusoidal", "learned")
 
 
 class Seq2SeqModel(ModelBase):
@@ -63,7 +67,7 @@ class Seq2SeqModel(ModelBase):
         d_model = check_positive_int(d_model, "d_model")
         nhead = check_positive_int(nhead, "nhead")
         max_len = check_positive_int(max_len, "max_len")
-        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding, ("sinusoidal", "learned"))
+        dropout = check_model_options(d_model, nhead, dropout, activation, pos_encoding, POS_ENCODINGS)
         self.dtype = as_float_dtype(dtype)
         self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
                            nhead=nhead, num_encoder_layers=num_encoder_layers,
@@ -96,18 +100,11 @@ class Seq2SeqModel(ModelBase):
 
     # -- input checks -----------------------------------------------------------------------------------
     def _check_ids(self, ids, name, vocab):
-        if not isinstance(ids, np.ndarray):
-            ids = np.asarray(ids)
-        if ids.ndim != 2:
-            raise ValueError(f"{name} must have shape (B, L), got shape {ids.shape}")
-        if ids.dtype.kind not in "iu":
-            raise TypeError(f"{name} must be an integer array of token ids, got dtype {ids.dtype}")
-        if ids.shape[0] == 0 or ids.shape[1] == 0:
-            raise ValueError(f"{name} must have a non-empty batch and sequence, got shape {ids.shape}")
+        ids = check_token_batch(ids, name, vocab, shape_doc="(B, L)")
         if ids.shape[1] > self.max_len:
             raise ValueError(f"{name} length {ids.shape[1]} exceeds max_len={self.max_len}; build the model "
                              "with a larger max_len")
-        return check_ids(ids, name, vocab)
+        return ids
 
     def _embed(self, ids, embed, pos_embed):
         x = embed(ids) * self.scale                                               # (B, L, D)
@@ -174,8 +171,7 @@ class Seq2SeqModel(ModelBase):
         continue the cached ones: it returns ``(logits, past_key_values)``, the same logits at those
         positions as the full forward (the decoder's KV cache; inference only, call ``eval()`` first).
         """
-        if use_cache is None:
-            use_cache = past_key_values is not None
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         past = 0 if past_key_values is None else past_key_values.get_seq_length(0)
         tgt = self._check_ids(tgt, "tgt", self.tgt_vocab_size)
         if not use_cache:

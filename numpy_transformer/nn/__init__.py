@@ -14,14 +14,19 @@ gradient of the wrong shape or dtype keeps the forward's cache for the next, cor
 Shape letters: B batch, S sequence (query) length, T key length, D d_model, H heads, Dh = D/H,
 F dim_feedforward, V vocabulary.
 
-Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`` keep working):
+Files (the names in each file's ``__all__`` are re-exported here, found, not listed: ``numpy_transformer.nn.X``
+and ``nt.X``; a new ``nn/<topic>.py`` with an ``__all__`` needs no edit here; ``hooks`` and ``recompute`` are
+reached by their own name, and ``_*.py`` are private):
 
 * ``module.py`` — :class:`Parameter`, :class:`Module` (registration, ``_save``/``_take``, ``state_dict``,
   the hooks' calls), :class:`ModuleList`, :class:`IncompatibleKeys`.
+* ``modes.py`` — :func:`eval_mode` (eval mode for a ``with`` block, each submodule's mode restored).
 * ``hooks.py`` — what the modules report (outputs, gradients, attention's intermediates) to whoever
   subscribes in the calling thread (``nt.trace``); the core imports nothing above it.
 * ``loss.py`` — :class:`CrossEntropyLoss` (torch's ``nn.CrossEntropyLoss`` over ``F.cross_entropy_*``).
 * ``_init.py`` — the dtype check and the torch-matching uniform / Xavier-uniform initialisations.
+* ``_layout.py`` — :class:`~numpy_transformer.nn._layout.BatchLayout`: batch-first, sequence-first or
+  unbatched inputs in and out of the batch-first layout the modules compute in (written once).
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
   :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :class:`SiLU`, :func:`activation_module`.
@@ -42,31 +47,9 @@ Files (everything is re-exported here, so ``numpy_transformer.nn.X`` and ``nt.X`
   :func:`~numpy_transformer.nn.recompute.run_layer`, :func:`~numpy_transformer.nn.recompute.backward_layer`.
 """
 
-from .activations import GELU, ReLU, SiLU, activation_module
-from .attention import MultiheadAttention
-from .block import FeedForward, TransformerBlock
-from .decoder import TransformerDecoder, TransformerDecoderLayer
-from .gqa import GroupedQueryAttention
-from .feedforward import SwiGLU
-from .kv_cache import KVCache, cached_attention
-from .loss import CrossEntropyLoss
-from .layers import (Dropout, Embedding, LearnedPositionalEmbedding, Linear, PositionalEncoding, TokenEmbedding,
-                     sinusoidal_table)
-from .module import IncompatibleKeys, Module, ModuleList, Parameter
-from .norms import LayerNorm, RMSNorm
-from .rotary import RotaryEmbedding
-from .position_bias import RelativePositionBias
-from .seq2seq import Transformer
-from .transformer import TransformerEncoder, TransformerEncoderLayer, dropout_masks
+from ..utils.lazy import reexport
 
-__all__ = [
-    "Parameter", "Module", "ModuleList", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "ReLU", "GELU",
-    "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TokenEmbedding",
-    "PositionalEncoding", "dropout_masks", "IncompatibleKeys", "KVCache", "cached_attention",
-]
-__all__ += ["TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
-__all__ += ["GroupedQueryAttention", "TransformerBlock", "FeedForward"]
-__all__ += ["RotaryEmbedding"]
-__all__ += ["RelativePositionBias"]
-__all__ += ["SiLU", "SwiGLU", "LearnedPositionalEmbedding"]
-__all__ += ["CrossEntropyLoss"]
+#: the submodules reached by their own name (``nn.hooks.forward``, ``nn.recompute.run_layer``), not flattened
+NAMESPACES = ("hooks", "recompute")
+
+__all__ = reexport(__name__, globals(), skip=NAMESPACES)

@@ -9,21 +9,21 @@ import math
 from ..utils.checks import as_float_dtype
 
 
-def _dtype_of(dtype):
+def dtype_of(dtype):
     return as_float_dtype(dtype)
 
 
-def _uniform(rng, bound, shape, dtype):
+def uniform(rng, bound, shape, dtype):
     return rng.uniform(-bound, bound, size=shape).astype(dtype)
 
 
-def _xavier_uniform(rng, shape, dtype):
+def xavier_uniform(rng, shape, dtype):
     fan_out, fan_in = shape
     bound = math.sqrt(6.0 / (fan_in + fan_out))
-    return _uniform(rng, bound, shape, dtype)
+    return uniform(rng, bound, shape, dtype)
 
 
-def _xavier_normal(rng, shape, dtype):
+def xavier_normal(rng, shape, dtype):
     """torch's ``xavier_normal_``: N(0, 2 / (fan_in + fan_out)), with torch's fans for any rank
     (fan_in = size(1) * receptive field, fan_out = size(0) * receptive field; for (1, 1, E) both are E)."""
     receptive = math.prod(shape[2:])

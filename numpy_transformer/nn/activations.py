@@ -11,10 +11,7 @@ from .. import functional as F
 from ..utils.checks import check_float_array, check_grad
 from .module import Module
 
-__all__ = ["ReLU", "GELU", "SiLU", "activation_module", "ACTIVATION_NAMES"]
-
-# the strings an ``activation`` argument accepts
-ACTIVATION_NAMES = ("relu", "gelu", "silu")
+__all__ = ["ReLU", "GELU", "SiLU", "activation_module", "ACTIVATIONS", "ACTIVATION_NAMES"]
 
 
 class ReLU(Module):
@@ -91,15 +88,16 @@ class SiLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
+#: the activations by name: the one vocabulary of ``activation=`` (the layers, the models, the CLI)
+ACTIVATIONS = {"relu": ReLU, "gelu": GELU, "silu": SiLU}
+ACTIVATION_NAMES = tuple(ACTIVATIONS)          # the strings an ``activation`` argument accepts
+
+
 def activation_module(activation):
     """``"relu"`` / ``"gelu"`` / ``"silu"`` -> a new module; an nt.ReLU/nt.GELU/nt.SiLU module as it is."""
-    if isinstance(activation, (ReLU, GELU, SiLU)):
+    if isinstance(activation, tuple(ACTIVATIONS.values())):
         return activation
-    if activation == "relu":
-        return ReLU()
-    if activation == "gelu":
-        return GELU()
-    if activation == "silu":
-        return SiLU()
+    if isinstance(activation, str) and activation in ACTIVATIONS:
+        return ACTIVATIONS[activation]()
     raise ValueError("activation must be 'relu', 'gelu' or 'silu' (or an nt.ReLU/nt.GELU/nt.SiLU module), "
                      f"got {activation!r}")

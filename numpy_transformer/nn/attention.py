@@ -10,13 +10,19 @@ import numpy as np
 
 from . import hooks
 from .. import functional as F
-from ..utils.checks import (as_generator, check_float_input, check_grad, check_mask, check_positive_int,
+from ..utils.checks import (as_generator, check_float_input, check_mask, check_positive_int,
                             check_probability)
-from ._init import _dtype_of, _xavier_normal, _xavier_uniform
+from ._init import dtype_of, xavier_normal, xavier_uniform
+from ._layout import BatchLayout
 from .layers import Linear
 from .module import Module, Parameter
 
 __all__ = ["MultiheadAttention"]
+
+
+def _data(param):
+    """A parameter's array, or None for a parameter the module does not have (``bias=False``, ...)."""
+    return None if param is None else param.data
 
 
 class MultiheadAttention(Module):
@@ -74,26 +80,26 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.dropout = check_probability(dropout)
         self.batch_first = bool(batch_first)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         d = embed_dim
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(_xavier_uniform(rng, (3 * d, d), self.dtype))
+            self.in_proj_weight = Parameter(xavier_uniform(rng, (3 * d, d), self.dtype))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         else:
             self.register_parameter("in_proj_weight", None)
-            self.q_proj_weight = Parameter(_xavier_uniform(rng, (d, d), self.dtype))
-            self.k_proj_weight = Parameter(_xavier_uniform(rng, (d, self.kdim), self.dtype))
-            self.v_proj_weight = Parameter(_xavier_uniform(rng, (d, self.vdim), self.dtype))
+            self.q_proj_weight = Parameter(xavier_uniform(rng, (d, d), self.dtype))
+            self.k_proj_weight = Parameter(xavier_uniform(rng, (d, self.kdim), self.dtype))
+            self.v_proj_weight = Parameter(xavier_uniform(rng, (d, self.vdim), self.dtype))
         self.register_parameter("in_proj_bias", Parameter(np.zeros(3 * d, dtype=self.dtype)) if bias else None)
         self.out_proj = Linear(d, d, bias=bias, dtype=self.dtype, seed=rng)
         if bias:
             self.out_proj.bias.data[...] = 0
         if add_bias_kv:
-            self.bias_k = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
-            self.bias_v = Parameter(_xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_k = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
+            self.bias_v = Parameter(xavier_normal(rng, (1, 1, d), self.dtype))
         else:
             self.register_parameter("bias_k", None)
             self.register_parameter("bias_v", None)
@@ -141,27 +147,18 @@ class MultiheadAttention(Module):
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
         query = check_float_input(query, "query", self.dtype, ndim=(2, 3), last_dim=self.embed_dim,
                                   shape_doc=bf + " or unbatched (S, D)")
-        unbatched = query.ndim == 2
-        nd = 2 if unbatched else 3
-        doc = "(T, kdim) like an unbatched query" if unbatched else bf
+        layout = BatchLayout.of(query, self.batch_first)
+        nd = 2 if layout.unbatched else 3
+        doc = "(T, kdim) like an unbatched query" if layout.unbatched else bf
         key = check_float_input(key, "key", self.dtype, ndim=nd, last_dim=self.kdim, shape_doc=doc)
         value = check_float_input(value, "value", self.dtype, ndim=nd, last_dim=self.vdim, shape_doc=doc)
-        if unbatched:                     # one batch element, batch-first, whatever batch_first says (torch)
-            if query is key and key is value:
-                query = key = value = query[None]
-            else:
-                query, key, value = query[None], key[None], value[None]
-            s, t = query.shape[1], key.shape[1]
-            key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(t,)], self.dtype)
-            key_padding_mask = None if key_padding_mask is None else key_padding_mask[None]
-            attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (self.num_heads, s, t)], self.dtype)
-        elif not self.batch_first:
-            if query is key and key is value:                   # keep self-attention recognisable
-                query = key = value = np.swapaxes(query, 0, 1)
-            else:
-                query, key, value = (np.swapaxes(a, 0, 1) for a in (query, key, value))
+        query, key, value = layout.to_batch_first(query, key, value)   # (B, S, D), (B, T, kdim), (B, T, vdim)
         b, s, _ = query.shape
         t = key.shape[1]
+        if layout.unbatched:              # the masks of one batch element (torch's unbatched shapes)
+            key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(t,)], self.dtype)
+            key_padding_mask = layout.add_batch(key_padding_mask)                # (1, T)
+            attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (self.num_heads, s, t)], self.dtype)
         if b == 0 or s == 0 or t == 0:
             raise ValueError(f"attention needs a non-empty batch and sequences, got query {query.shape} and "
                              f"key {key.shape} (batch_first={self.batch_first})")
@@ -171,7 +168,7 @@ class MultiheadAttention(Module):
         if need_weights and self.attention == "tiled":
             raise ValueError("attention='tiled' never forms the attention weights: call with need_weights=False "
                              "(or build the module with attention='standard')")
-        if not unbatched:
+        if not layout.unbatched:
             key_padding_mask = check_mask(key_padding_mask, "key_padding_mask", [(b, t)], self.dtype)
             attn_mask = check_mask(attn_mask, "attn_mask", [(s, t), (b * self.num_heads, s, t)], self.dtype)
         if is_causal and (self.bias_k is not None or self.add_zero_attn):
@@ -179,29 +176,25 @@ class MultiheadAttention(Module):
         F.check_causal_hint(attn_mask, is_causal, "attn_mask", s, t)
         out, probs, cache = F.multi_head_attention_forward(
             query, key, value, self.num_heads,
-            in_proj_weight=None if self.in_proj_weight is None else self.in_proj_weight.data,
-            in_proj_bias=None if self.in_proj_bias is None else self.in_proj_bias.data,
+            in_proj_weight=_data(self.in_proj_weight),
+            in_proj_bias=_data(self.in_proj_bias),
             out_proj_weight=self.out_proj.weight.data,
-            out_proj_bias=None if self.out_proj.bias is None else self.out_proj.bias.data,
-            q_proj_weight=None if self.q_proj_weight is None else self.q_proj_weight.data,
-            k_proj_weight=None if self.k_proj_weight is None else self.k_proj_weight.data,
-            v_proj_weight=None if self.v_proj_weight is None else self.v_proj_weight.data,
+            out_proj_bias=_data(self.out_proj.bias),
+            q_proj_weight=_data(self.q_proj_weight),
+            k_proj_weight=_data(self.k_proj_weight),
+            v_proj_weight=_data(self.v_proj_weight),
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
             dropout_p=self.dropout, training=self.training, rng=self.rng, attention=self.attention,
-            block_size=self.block_size, bias_k=None if self.bias_k is None else self.bias_k.data,
-            bias_v=None if self.bias_v is None else self.bias_v.data, add_zero_attn=self.add_zero_attn)
+            block_size=self.block_size, bias_k=_data(self.bias_k),
+            bias_v=_data(self.bias_v), add_zero_attn=self.add_zero_attn)
         self.last_mask = cache.attn.dropout.mask if self.attention == "standard" else None
         if hooks.active() and self.attention == "standard":
             hooks.attention(self, cache)
-        self._save((cache, out.shape, unbatched))
+        self._save((cache, out.shape, layout))
         weights = None
         if need_weights:
             weights = probs.mean(axis=1) if average_attn_weights else probs       # (B, S, T) or (B, H, S, T)
-        if unbatched:
-            return out[0], None if weights is None else weights[0]
-        if not self.batch_first:
-            out = np.swapaxes(out, 0, 1)
-        return out, weights
+        return layout.from_batch_first(out), layout.drop_batch(weights)
 
     def backward(self, dout, sum_inputs=False):
         """dout shaped like the output -> (dquery, dkey, dvalue); accumulates every parameter's grad.
@@ -211,13 +204,8 @@ class MultiheadAttention(Module):
         two additions; what :class:`TransformerEncoderLayer` uses); it requires the forward to have been
         self-attention.
         """
-        cache, shape, unbatched = self._take()
-        if unbatched:
-            dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
-        elif not self.batch_first:
-            dout = check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype)
-            dout = np.swapaxes(dout, 0, 1)
-        dout = check_grad(dout, "dout", shape, self.dtype)
+        cache, shape, layout = self._take()
+        dout = layout.grad_to_batch_first(dout, shape, self.dtype)               # (B, S, D)
         if sum_inputs and not cache.fused:
             raise ValueError("sum_inputs=True needs a self-attention forward (the same array as query, key "
                              "and value)")
@@ -228,13 +216,7 @@ class MultiheadAttention(Module):
             mod = self.out_proj if owner == "out_proj" else self
             # a dict lookup, not getattr: CPython's attribute cache would keep every fresh name string
             mod._parameters[leaf].accumulate(g, owned=True)
-        if unbatched:
-            return dq[0] if sum_inputs else (dq[0], dk[0], dv[0])
-        if sum_inputs:
-            return dq if self.batch_first else np.swapaxes(dq, 0, 1)
-        if not self.batch_first:
-            dq, dk, dv = (np.swapaxes(a, 0, 1) for a in (dq, dk, dv))
-        return dq, dk, dv
+        return layout.from_batch_first(dq) if sum_inputs else layout.from_batch_first(dq, dk, dv)
 
     def extra_repr(self):
         extra = (", add_bias_kv=True" if self.bias_k is not None else "") + (

@@ -21,17 +21,25 @@ import numpy as np
 
 from . import hooks
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
-from ._init import _dtype_of
-from .activations import activation_module
+from ._init import dtype_of
+from .activations import ACTIVATIONS, activation_module
+from .feedforward import SwiGLU
 from .gqa import GroupedQueryAttention
 from .layers import Dropout, Linear
 from .module import Module
 from .norms import LayerNorm, RMSNorm
 
-__all__ = ["FeedForward", "TransformerBlock", "FFNS", "NORMS"]
+__all__ = ["FeedForward", "TransformerBlock", "FFNS", "GATED_FFNS", "NORMS", "make_feedforward", "make_norm"]
 
-FFNS = ("relu", "gelu", "silu", "swiglu")
-NORMS = ("layernorm", "rmsnorm")
+# The vocabularies of ``ffn=`` and ``norm=``, each defined once, here; the models (GPTConfig), the
+# training configuration, the model kinds and the CLI derive their choices and messages from them.
+#: gated feed-forwards by name: ``down_proj(act(gate_proj(x)) * up_proj(x))``, built as
+#: ``cls(d_model, dim_feedforward, bias=, dtype=, seed=)``; a new gated kind is one entry here
+GATED_FFNS = {"swiglu": SwiGLU}
+#: every ``ffn``: an MLP with one of the activations (:class:`FeedForward`), or a gated one
+FFNS = (*ACTIVATIONS, *GATED_FFNS)
+#: the norms by name (``norm=``)
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
 class FeedForward(Module):
@@ -52,7 +60,7 @@ class FeedForward(Module):
                  seed=None):
         super().__init__()
         rng = as_generator(seed)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=self.dtype, seed=rng)
         self.activation = activation_module(activation)
         self.dropout = Dropout(dropout, seed=rng.spawn(1)[0])
@@ -68,11 +76,20 @@ class FeedForward(Module):
         return self.linear1.backward(self.activation.backward(dh))               # (..., D)
 
 
-def _make_mlp(d_model, dim_feedforward, ffn, dropout, bias, dtype, rng):
-    if ffn == "swiglu":
-        from .feedforward import SwiGLU
-        return SwiGLU(d_model, dim_feedforward, bias=bias, dtype=dtype, seed=rng)
-    return FeedForward(d_model, dim_feedforward, activation=ffn, dropout=dropout, bias=bias, dtype=dtype, seed=rng)
+def make_feedforward(d_model, dim_feedforward, ffn, dropout=0.0, bias=True, dtype=np.float32, seed=None):
+    """The feed-forward ``ffn`` names (one of :data:`FFNS`): a gated one of :data:`GATED_FFNS` (no
+    dropout inside), else a :class:`FeedForward` with that activation."""
+    if ffn in GATED_FFNS:
+        return GATED_FFNS[ffn](d_model, dim_feedforward, bias=bias, dtype=dtype, seed=seed)
+    return FeedForward(d_model, dim_feedforward, activation=ffn, dropout=dropout, bias=bias, dtype=dtype, seed=seed)
+
+
+def make_norm(norm, d_model, eps=1e-5, bias=True, dtype=np.float32):
+    """The norm ``norm`` names (one of :data:`NORMS`) over the last axis of width ``d_model``; ``bias``
+    is LayerNorm's (RMSNorm has none)."""
+    if norm == "rmsnorm":
+        return RMSNorm(d_model, eps=eps, dtype=dtype)
+    return LayerNorm(d_model, eps=eps, bias=bias, dtype=dtype)
 
 
 class TransformerBlock(Module):
@@ -107,23 +124,18 @@ class TransformerBlock(Module):
         if ffn not in FFNS:
             raise ValueError(f"ffn must be one of {FFNS}, got {ffn!r}")
         if norm not in NORMS:
-            raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
-        self.dtype = _dtype_of(dtype)
+            raise ValueError(f"norm must be one of {tuple(NORMS)}, got {norm!r}")
+        self.dtype = dtype_of(dtype)
         self.norm_first, self.ffn, self.norm = bool(norm_first), ffn, norm
         rng = as_generator(seed)
         self.self_attn = GroupedQueryAttention(d_model, nhead, num_kv_heads, bias=bias, dropout=dropout, rope=rope,
                                                rope_base=rope_base, rope_interleaved=rope_interleaved,
                                                dtype=self.dtype, seed=rng)
-        self.mlp = _make_mlp(d_model, dim_feedforward, ffn, dropout, bias, self.dtype, rng)
-        self.norm1 = self._make_norm(layer_norm_eps, bias)
-        self.norm2 = self._make_norm(layer_norm_eps, bias)
+        self.mlp = make_feedforward(d_model, dim_feedforward, ffn, dropout, bias, self.dtype, rng)
+        self.norm1 = make_norm(norm, d_model, layer_norm_eps, bias, self.dtype)
+        self.norm2 = make_norm(norm, d_model, layer_norm_eps, bias, self.dtype)
         self.dropout1 = Dropout(dropout, seed=rng.spawn(1)[0])
         self.dropout2 = Dropout(dropout, seed=rng.spawn(1)[0])
-
-    def _make_norm(self, eps, bias):
-        if self.norm == "rmsnorm":
-            return RMSNorm(self.d_model, eps=eps, dtype=self.dtype)
-        return LayerNorm(self.d_model, eps=eps, bias=bias, dtype=self.dtype)
 
     def forward(self, x, attn_bias=None, is_causal=False, attn_mask=None, positions=None):
         """x (B, S, D) -> (B, S, D); the arguments after x as :meth:`GroupedQueryAttention.forward`."""

@@ -22,16 +22,17 @@ import numpy as np
 
 from . import hooks
 from .. import functional as F
-from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ..utils.checks import as_generator, check_float_input, check_mask, check_positive_int
+from ._init import dtype_of
+from ._layout import BatchLayout
 from .activations import activation_module
 from .attention import MultiheadAttention
-from .kv_cache import KVCache, cached_attention
+from .kv_cache import KVCache, cached_attention, resolve_use_cache
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
 from .recompute import backward_layer, run_layer
-from .transformer import _is_causal_mask, _reseed
+from .transformer import detect_causal_mask, reseed
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -39,7 +40,7 @@ _NO_BACKWARD = ("{}.backward() after a cached forward (use_cache=True / past_key
                 "is inference only and keeps nothing for a backward; train with the full forward (no cache)")
 
 
-def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
+def check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype):
     """Validate ``tgt``, ``memory`` and the four masks of a decoder forward, naming each argument.
 
     ``masks`` is ``(tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)``. Returns
@@ -71,19 +72,6 @@ def _check_decoder_inputs(tgt, memory, masks, d_model, heads, batch_first, dtype
     return tgt, memory, (tgt_mask, memory_mask, tgt_kpm, memory_kpm), (b, s, t)
 
 
-def _cache_mode(past_key_values, use_cache):
-    """``use_cache`` resolved as the GPT model does (True when ``past_key_values`` is given); checked."""
-    if use_cache is None:
-        use_cache = past_key_values is not None
-    if past_key_values is not None and not use_cache:
-        raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
-                         "continue the cache, or past_key_values=None for a full forward")
-    if past_key_values is not None and not isinstance(past_key_values, KVCache):
-        raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
-                        f"got {type(past_key_values).__name__}")
-    return bool(use_cache)
-
-
 def _check_cached_call(masks, memory_is_causal, cache, b, t):
     """Refuse what the cached forward cannot honour, naming the argument: it is causal by construction
     (no ``tgt_mask``/``memory_mask``/``tgt_key_padding_mask``), and ``cache`` must hold this batch and
@@ -104,15 +92,6 @@ def _check_cached_call(masks, memory_is_causal, cache, b, t):
         raise ValueError(f"memory has length {t} but past_key_values holds the cross-attention keys of a memory "
                          f"of length {cache.get_seq_length(('cross', 0))}: pass the same memory at every step")
     return cache
-
-
-def _to_batch_first(x, mem, kpm, batch_first):
-    """tgt, memory and memory_key_padding_mask as (B, S, D), (B, T, D), (B, T) (unbatched: B = 1)."""
-    if x.ndim == 2:                      # one batch element, batch-first (as torch, whatever batch_first says)
-        return x[None], mem[None], None if kpm is None else kpm[None]
-    if not batch_first:
-        return np.swapaxes(x, 0, 1), np.swapaxes(mem, 0, 1), kpm
-    return x, mem, kpm
 
 
 class TransformerDecoderLayer(Module):
@@ -152,7 +131,7 @@ class TransformerDecoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
@@ -191,27 +170,23 @@ class TransformerDecoderLayer(Module):
         (not in torch), returning ``(out, past_key_values)``: as :meth:`TransformerDecoder.forward`, for
         this one layer (slots 0 and ``("cross", 0)``).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, self.d_model, self.self_attn.num_heads,
                                                          self.batch_first, self.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
             self._save(None)                        # nothing for a backward: it refuses
-            unbatched = x.ndim == 2
-            x, mem, memory_kpm = _to_batch_first(x, mem, masks[3], self.batch_first)
+            layout = BatchLayout.of(x, self.batch_first)
+            (x, mem), memory_kpm = layout.to_batch_first(x, mem), layout.add_batch(masks[3])
             x = self._forward_cached(x, mem, memory_kpm, cache, 0)              # (B, S, D)
-            return (x[0] if unbatched else x if self.batch_first else np.swapaxes(x, 0, 1)), cache
+            return layout.from_batch_first(x), cache
         tgt_mask, memory_mask, tgt_kpm, memory_kpm = masks
         F.check_causal_hint(tgt_mask, tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(memory_mask, memory_is_causal, "memory_mask", s, t)
-        unbatched = x.ndim == 2
-        if unbatched:                    # one batch element, batch-first (as torch, whatever batch_first says)
-            x, mem = x[None], mem[None]                                          # (1, S, D), (1, T, D)
-            tgt_kpm = None if tgt_kpm is None else tgt_kpm[None]                 # (1, S)
-            memory_kpm = None if memory_kpm is None else memory_kpm[None]        # (1, T)
-        elif not self.batch_first:
-            x, mem = np.swapaxes(x, 0, 1), np.swapaxes(mem, 0, 1)                # (B, S, D), (B, T, D)
+        layout = BatchLayout.of(x, self.batch_first)
+        x, mem = layout.to_batch_first(x, mem)                                   # (B, S, D), (B, T, D)
+        tgt_kpm, memory_kpm = layout.add_batch(tgt_kpm, memory_kpm)              # (B, S), (B, T)
         sa = (tgt_mask, tgt_kpm, tgt_is_causal)
         ca = (memory_mask, memory_kpm, memory_is_causal)
         if self.norm_first:
@@ -222,10 +197,8 @@ class TransformerDecoderLayer(Module):
             x = self.norm1(x + self._sa_block(x, *sa))
             x = self.norm2(x + self._mha_block(x, mem, *ca))
             x = self.norm3(x + self._ff_block(x))
-        self._save((x.shape, mem.shape, unbatched))
-        if unbatched:
-            return x[0]
-        return x if self.batch_first else np.swapaxes(x, 0, 1)
+        self._save((x.shape, mem.shape, layout))
+        return layout.from_batch_first(x)
 
     def _forward_cached(self, x, mem, memory_kpm, cache, i):
         """The layer on the new positions x (B, S, D), batch-first, through ``cache`` (layer index i):
@@ -286,12 +259,8 @@ class TransformerDecoderLayer(Module):
         saved = self._take()
         if saved is None:
             raise RuntimeError(_NO_BACKWARD.format(type(self).__name__))
-        shape, mshape, unbatched = saved
-        if unbatched:
-            dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
-        elif not self.batch_first:
-            dout = np.swapaxes(check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype), 0, 1)
-        dy = check_grad(dout, "dout", shape, self.dtype)                          # (B, S, D)
+        shape, mshape, layout = saved
+        dy = layout.grad_to_batch_first(dout, shape, self.dtype)                  # (B, S, D)
         if self.norm_first:
             dh = dy + self.norm3.backward(self._ff_block_backward(dy))           # through x + ff(norm3(x))
             self._record_residual(dh, "between multihead_attn and feed-forward")
@@ -309,11 +278,7 @@ class TransformerDecoderLayer(Module):
             self._record_residual(dh, "between self_attn and multihead_attn")
             dx = self.norm1.backward(dh)                                         # g = norm1(x + sa(x))
             dx = dx + self._sa_block_backward(dx)
-        if unbatched:
-            return dx[0], dmem[0]
-        if not self.batch_first:
-            return np.swapaxes(dx, 0, 1), np.swapaxes(dmem, 0, 1)
-        return dx, dmem
+        return layout.from_batch_first(dx, dmem)
 
 
 class TransformerDecoder(Module):
@@ -348,7 +313,7 @@ class TransformerDecoder(Module):
         layers = []
         for _ in range(num_layers):
             layer = copy.deepcopy(decoder_layer)
-            _reseed(layer, ss)
+            reseed(layer, ss)
             layers.append(layer)
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
@@ -385,25 +350,25 @@ class TransformerDecoder(Module):
         masks, so the outputs differ from the full forward's); ``backward`` after a cached forward
         raises RuntimeError (the module stays usable).
         """
-        use_cache = _cache_mode(past_key_values, use_cache)
+        use_cache = resolve_use_cache(use_cache, past_key_values)
         layer = self.layers[0]
         masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-        x, mem, masks, (b, s, t) = _check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
+        x, mem, masks, (b, s, t) = check_decoder_inputs(tgt, memory, masks, layer.d_model, layer.self_attn.num_heads,
                                                          self.batch_first, layer.dtype)
         if use_cache:
             cache = _check_cached_call(masks, memory_is_causal, past_key_values, max(b, 1), t)
             self._save(None)                        # nothing for a backward: it refuses
-            unbatched = x.ndim == 2
-            x, mem, memory_kpm = _to_batch_first(x, mem, masks[3], self.batch_first)
+            layout = BatchLayout.of(x, self.batch_first)
+            (x, mem), memory_kpm = layout.to_batch_first(x, mem), layout.add_batch(masks[3])
             for i, layer in enumerate(self.layers):
                 x = layer._forward_cached(x, mem, memory_kpm, cache, i)          # (B, S, D)
             if self.norm is not None:
                 x = self.norm(x)
-            return (x[0] if unbatched else x if self.batch_first else np.swapaxes(x, 0, 1)), cache
+            return layout.from_batch_first(x), cache
         F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
         F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)
         if tgt_is_causal is None:
-            tgt_is_causal = _is_causal_mask(masks[0])
+            tgt_is_causal = detect_causal_mask(masks[0])
         x, saved = tgt, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its inputs
             x, kept = run_layer(layer, self.checkpoint, x, memory, *masks, tgt_is_causal=tgt_is_causal,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..utils.checks import as_generator, check_float_input, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import SiLU
 from .layers import Linear
 from .module import Module
@@ -52,7 +52,7 @@ class SwiGLU(Module):
         self.hidden_dim = check_positive_int(hidden_dim, "hidden_dim")
         if not isinstance(bias, (bool, np.bool_)):
             raise TypeError(f"bias must be a bool, got {bias!r}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.gate_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)
         self.up_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)

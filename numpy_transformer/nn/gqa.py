@@ -21,7 +21,7 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int, check_probability
-from ._init import _dtype_of
+from ._init import dtype_of
 from .layers import Linear
 from .module import Module
 
@@ -79,7 +79,7 @@ class GroupedQueryAttention(Module):
             raise ValueError(f"rope needs an even head dimension, got embed_dim/num_heads = {self.head_dim}")
         self.dropout = check_probability(dropout, "dropout")
         self.rope, self.rope_base, self.rope_interleaved = bool(rope), float(rope_base), bool(rope_interleaved)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         kv = self.num_kv_heads * self.head_dim
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=self.dtype, seed=rng)
@@ -127,9 +127,9 @@ class GroupedQueryAttention(Module):
         if attn_bias is not None and np.shape(attn_bias)[-3:] != (h, s, s):
             raise ValueError(f"attn_bias must have shape (H, S, S) = {(h, s, s)} or (B, H, S, S), got "
                              f"{np.shape(attn_bias)}")
-        q, rq = self._rotate(F._split_heads(self.q_proj(x), h), positions)        # (B, H, S, Dh)
-        k, rk = self._rotate(F._split_heads(self.k_proj(x), hkv), positions)      # (B, Hkv, S, Dh)
-        v = F._split_heads(self.v_proj(x), hkv)                                  # (B, Hkv, S, Dh)
+        q, rq = self._rotate(F.split_heads(self.q_proj(x), h), positions)        # (B, H, S, Dh)
+        k, rk = self._rotate(F.split_heads(self.k_proj(x), hkv), positions)      # (B, Hkv, S, Dh)
+        v = F.split_heads(self.v_proj(x), hkv)                                  # (B, Hkv, S, Dh)
         mask = self._mask(s, s, 0, attn_bias, is_causal, attn_mask)
         ctx, cache = F.scaled_dot_product_attention_forward(
             q, k, v, attn_mask=mask, dropout_p=self.dropout, enable_gqa=hkv != h, training=self.training,
@@ -137,7 +137,7 @@ class GroupedQueryAttention(Module):
         self.last_mask = cache.dropout.mask                                      # for nt.dropout_masks
         self._save((cache, rq, rk, attn_bias is not None and np.shape(attn_bias), mask is not None and
                     np.shape(mask), x.shape))
-        return self.o_proj(F._merge_heads(ctx))                                  # (B, S, D)
+        return self.o_proj(F.merge_heads(ctx))                                  # (B, S, D)
 
     def backward(self, dout):
         """dout (B, S, D) -> dx (B, S, D), or ``(dx, dattn_bias)`` when the forward had an ``attn_bias``.
@@ -151,16 +151,16 @@ class GroupedQueryAttention(Module):
         """
         cache, rq, rk, bias_shape, mask_shape, shape = self._take()
         dout = check_grad(dout, "dout", shape, self.dtype)
-        dctx = F._split_heads(self.o_proj.backward(dout), self.num_heads)        # (B, H, S, Dh)
+        dctx = F.split_heads(self.o_proj.backward(dout), self.num_heads)        # (B, H, S, Dh)
         record = hooks.attention_recorder(self) if hooks.active() else None    # dP, dA, dq, dk, dv
         grads = F.scaled_dot_product_attention_backward(dctx, cache, attn_mask_grad=bool(bias_shape),
                                                         record=record)
         dq, dk, dv = grads[:3]                                                   # dk, dv: (B, Hkv, S, Dh)
         if self.rope:
             dq, dk = F.rope_backward(dq, rq), F.rope_backward(dk, rk)
-        dx = self.q_proj.backward(F._merge_heads(dq))
-        dx = dx + self.k_proj.backward(F._merge_heads(dk))
-        dx = dx + self.v_proj.backward(F._merge_heads(dv))                       # (B, S, D)
+        dx = self.q_proj.backward(F.merge_heads(dq))
+        dx = dx + self.k_proj.backward(F.merge_heads(dk))
+        dx = dx + self.v_proj.backward(F.merge_heads(dv))                       # (B, S, D)
         if not bias_shape:
             return dx
         dmask = grads[3]                                                         # the mask's shape
@@ -181,15 +181,15 @@ class GroupedQueryAttention(Module):
         past = cache.get_seq_length(slot)
         if positions is None:
             positions = past + np.arange(s)
-        q, _ = self._rotate(F._split_heads(_apply(self.q_proj, x), self.num_heads), positions)   # (B, H, S, Dh)
-        k, _ = self._rotate(F._split_heads(_apply(self.k_proj, x), self.num_kv_heads), positions)
-        v = F._split_heads(_apply(self.v_proj, x), self.num_kv_heads)             # (B, Hkv, S, Dh)
+        q, _ = self._rotate(F.split_heads(_apply(self.q_proj, x), self.num_heads), positions)   # (B, H, S, Dh)
+        k, _ = self._rotate(F.split_heads(_apply(self.k_proj, x), self.num_kv_heads), positions)
+        v = F.split_heads(_apply(self.v_proj, x), self.num_kv_heads)             # (B, Hkv, S, Dh)
         k, v = cache.update(slot, k, v)                                          # (B, Hkv, P+S, Dh)
         mask = self._mask(s, past + s, past, attn_bias, True, attn_mask)
         ctx, _ = F.scaled_dot_product_attention_forward(
             q, k, v, attn_mask=mask, dropout_p=self.dropout, enable_gqa=self.num_kv_heads != self.num_heads,
             training=self.training, rng=self.rng)                                # (B, H, S, Dh)
-        return _apply(self.o_proj, F._merge_heads(ctx))                          # (B, S, D)
+        return _apply(self.o_proj, F.merge_heads(ctx))                          # (B, S, D)
 
     def extra_repr(self):
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "

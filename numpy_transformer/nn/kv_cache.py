@@ -36,7 +36,28 @@ from .. import functional as F
 from ..utils.checks import check_float_input
 from .attention import MultiheadAttention
 
-__all__ = ["KVCache", "cached_attention"]
+__all__ = ["KVCache", "cached_attention", "resolve_use_cache"]
+
+
+def resolve_use_cache(use_cache, past_key_values):
+    """``use_cache`` as every cached forward reads it (Hugging Face's rule): True, False or None, the
+    default None meaning True exactly when ``past_key_values`` is given; checked.
+
+    Raises TypeError for a ``use_cache`` that is not True, False or None, or a ``past_key_values``
+    that is not a :class:`KVCache`, and ValueError for ``past_key_values`` with ``use_cache=False``.
+    """
+    if use_cache is not None and not isinstance(use_cache, (bool, np.bool_)):
+        raise TypeError(f"use_cache must be True, False or None (the default: True when past_key_values is "
+                        f"given), got {use_cache!r} ({type(use_cache).__name__})")
+    if use_cache is None:
+        use_cache = past_key_values is not None
+    if past_key_values is not None and not use_cache:
+        raise ValueError("past_key_values given with use_cache=False: pass use_cache=True (or omit it) to "
+                         "continue the cache, or past_key_values=None for a full forward")
+    if past_key_values is not None and not isinstance(past_key_values, KVCache):
+        raise TypeError(f"past_key_values must be an nt.KVCache (from an earlier call with use_cache=True), "
+                        f"got {type(past_key_values).__name__}")
+    return bool(use_cache)
 
 
 class KVCache:
@@ -174,7 +195,7 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
         raise ValueError(f"query has batch {b} but the cache holds {cache.batch_size} rows")
 
     def heads(x):
-        return F._split_heads(x, h)                                              # (B, H, ., Dh)
+        return F.split_heads(x, h)                                              # (B, H, ., Dh)
 
     q = heads(_project(attn, query, 0))                                          # (B, H, S, Dh)
     mask = None
@@ -205,6 +226,6 @@ def cached_attention(attn, query, cache, slot=0, memory=None, key_padding_mask=N
             mask = kpm[:, None, None, :]                                         # (B, 1, 1, T)
     ctx, _ = F.scaled_dot_product_attention_forward(q, k, v, attn_mask=mask, dropout_p=attn.dropout,
                                                     training=attn.training, rng=attn.rng)  # (B, H, S, Dh)
-    out, _ = F.linear_forward(F._merge_heads(ctx), attn.out_proj.weight.data,
+    out, _ = F.linear_forward(F.merge_heads(ctx), attn.out_proj.weight.data,
                               None if attn.out_proj.bias is None else attn.out_proj.bias.data)
     return out                                                                   # (B, S, D)

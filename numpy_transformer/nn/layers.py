@@ -12,7 +12,7 @@ import numpy as np
 from .. import functional as F
 from ..utils.checks import (as_generator, check_float_array, check_float_input, check_grad, check_ids, check_number,
                             check_positive_int, check_probability)
-from ._init import _dtype_of, _uniform
+from ._init import dtype_of, uniform
 from .module import Module, Parameter
 
 __all__ = ["Linear", "Embedding", "Dropout", "TokenEmbedding", "sinusoidal_table", "PositionalEncoding",
@@ -34,11 +34,11 @@ class Linear(Module):
         super().__init__()
         self.in_features = check_positive_int(in_features, "in_features")
         self.out_features = check_positive_int(out_features, "out_features")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         bound = 1.0 / math.sqrt(in_features)
-        self.weight = Parameter(_uniform(rng, bound, (out_features, in_features), self.dtype))
-        self.register_parameter("bias", Parameter(_uniform(rng, bound, (out_features,), self.dtype)) if bias else None)
+        self.weight = Parameter(uniform(rng, bound, (out_features, in_features), self.dtype))
+        self.register_parameter("bias", Parameter(uniform(rng, bound, (out_features,), self.dtype)) if bias else None)
 
     def forward(self, x):
         """x (..., in_features) -> (..., out_features)."""
@@ -116,7 +116,7 @@ class Embedding(Module):
                              "arrays; use sparse=False (the same gradient, as a dense (V, D) array)")
         self.sparse = False
         if _weight is None:
-            self.dtype = _dtype_of(dtype)
+            self.dtype = dtype_of(dtype)
             w = as_generator(seed).standard_normal((num_embeddings, embedding_dim)).astype(self.dtype)
             if padding_idx is not None:
                 w[padding_idx] = 0
@@ -234,7 +234,7 @@ class TokenEmbedding(Module):
     def __init__(self, vocab_size, d_model, dtype=np.float32, seed=None):
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.embedding = Embedding(vocab_size, d_model, dtype=self.dtype, seed=seed)
         self.embedding.weight.data *= self.dtype.type(1.0 / math.sqrt(d_model))
         self.scale = self.dtype.type(math.sqrt(d_model))
@@ -274,7 +274,7 @@ class PositionalEncoding(Module):
         super().__init__()
         self.d_model = check_positive_int(d_model, "d_model")
         self.max_len = check_positive_int(max_len, "max_len")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model, self.dtype), persistent=False)
 
     def forward(self, x):
@@ -318,7 +318,7 @@ class LearnedPositionalEmbedding(Module):
         super().__init__()
         self.max_len = check_positive_int(max_len, "max_len")
         self.d_model = check_positive_int(d_model, "d_model")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.weight = Parameter(as_generator(seed).standard_normal((max_len, d_model)).astype(self.dtype))
 
     def forward(self, x, offset=0):

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import functional as F
 from ..utils.checks import check_float_input, check_grad, check_number, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .module import Module, Parameter
 
 __all__ = ["LayerNorm", "RMSNorm"]
@@ -62,7 +62,7 @@ class LayerNorm(Module):
         self.normalized_shape = shape
         self.eps = check_number(eps, "eps", low=0, low_open=True)
         self.elementwise_affine = elementwise_affine
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.register_parameter("weight", Parameter(np.ones(shape, dtype=self.dtype)) if elementwise_affine else None)
         self.register_parameter("bias", Parameter(np.zeros(shape, dtype=self.dtype))
                                 if elementwise_affine and bias else None)
@@ -115,7 +115,7 @@ class RMSNorm(Module):
         self.normalized_shape = shape
         self.eps = None if eps is None else check_number(eps, "eps", low=0, low_open=True)
         self.elementwise_affine = bool(elementwise_affine)
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         self.register_parameter("weight", Parameter(np.ones(shape, dtype=self.dtype)) if elementwise_affine else None)
 
     def forward(self, x):

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..utils.checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
 from .. import functional as F
-from ._init import _dtype_of, _uniform
-from .decoder import TransformerDecoder, TransformerDecoderLayer, _check_decoder_inputs
+from ._init import dtype_of, uniform
+from .decoder import TransformerDecoder, TransformerDecoderLayer, check_decoder_inputs
 from .module import Module
 from .norms import LayerNorm
 from .transformer import TransformerEncoder, TransformerEncoderLayer
@@ -27,7 +27,7 @@ def _xavier_uniform_any(rng, shape, dtype):
     """torch's ``xavier_uniform_`` for any rank >= 2: U(-a, a), a = sqrt(6 / (fan_in + fan_out)),
     fan_in = size(1) * receptive field, fan_out = size(0) * receptive field."""
     receptive = math.prod(shape[2:])
-    return _uniform(rng, math.sqrt(6.0 / ((shape[0] + shape[1]) * receptive)), shape, dtype)
+    return uniform(rng, math.sqrt(6.0 / ((shape[0] + shape[1]) * receptive)), shape, dtype)
 
 
 class Transformer(Module):
@@ -62,7 +62,7 @@ class Transformer(Module):
                  dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
                  batch_first=True, norm_first=False, bias=True, dtype=np.float32, seed=None):
         super().__init__()
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         for name, m in (("custom_encoder", custom_encoder), ("custom_decoder", custom_decoder)):
             if m is not None and not isinstance(m, Module):
@@ -128,7 +128,7 @@ class Transformer(Module):
         if isinstance(self.decoder, TransformerDecoder):   # before the encoder runs: the memory is src-shaped
             layer = self.decoder.layers[0]
             masks = (tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-            _, _, masks, (_, s, _) = _check_decoder_inputs(tgt, src, masks, layer.d_model, layer.self_attn.num_heads,
+            _, _, masks, (_, s, _) = check_decoder_inputs(tgt, src, masks, layer.d_model, layer.self_attn.num_heads,
                                                            self.batch_first, self.dtype)
             F.check_causal_hint(masks[0], tgt_is_causal, "tgt_mask", s, s)
             F.check_causal_hint(masks[1], memory_is_causal, "memory_mask", s, t)

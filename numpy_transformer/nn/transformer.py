@@ -13,9 +13,10 @@ import numpy as np
 from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
-from ._init import _dtype_of
+from ._init import dtype_of
 from .activations import activation_module
 from .attention import MultiheadAttention
+from .kv_cache import cached_attention
 from .layers import Dropout, Linear
 from .module import Module, ModuleList
 from .norms import LayerNorm
@@ -66,7 +67,7 @@ class TransformerEncoderLayer(Module):
         check_positive_int(nhead, "nhead")
         if d_model % nhead != 0:
             raise ValueError(f"d_model must be divisible by nhead, got d_model={d_model} and nhead={nhead}")
-        self.dtype = _dtype_of(dtype)
+        self.dtype = dtype_of(dtype)
         rng = as_generator(seed)
         self.d_model = d_model
         self.batch_first = bool(batch_first)
@@ -124,6 +125,20 @@ class TransformerEncoderLayer(Module):
             return x[0]
         return x if self.batch_first else np.swapaxes(x, 0, 1)
 
+    def forward_cached(self, x, cache, slot, src_key_padding_mask=None):
+        """Inference: the layer on the new positions x (B, S, D) (batch first), causal self-attention
+        through ``cache`` (:func:`~numpy_transformer.nn.kv_cache.cached_attention`), pre-LN and post-LN
+        alike; ``src_key_padding_mask`` (B, P+S): True = a padded position, never attended to. Nothing
+        is saved for a backward."""
+        def attend(h):
+            return self.dropout1(cached_attention(self.self_attn, h, cache, slot,
+                                                  key_padding_mask=src_key_padding_mask))
+        if self.norm_first:
+            x = x + attend(self.norm1(x))
+            return x + self._ff_block(self.norm2(x))                             # (B, S, D)
+        x = self.norm1(x + attend(x))
+        return self.norm2(x + self._ff_block(x))                                 # (B, S, D)
+
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
         out, _ = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                 need_weights=False, is_causal=is_causal)          # (B, S, D)
@@ -170,7 +185,7 @@ class TransformerEncoderLayer(Module):
         return dx if self.batch_first else np.swapaxes(dx, 0, 1)
 
 
-def _reseed(module, seed_sequence):
+def reseed(module, seed_sequence):
     """Give every generator-holding sub-module a fresh generator spawned from ``seed_sequence``."""
     for m in module.modules():
         if hasattr(m, "rng") and isinstance(m.__dict__.get("rng"), np.random.Generator):
@@ -212,7 +227,7 @@ class TransformerEncoder(Module):
         layers = []
         for _ in range(num_layers):
             layer = copy.deepcopy(encoder_layer)
-            _reseed(layer, ss)
+            reseed(layer, ss)
             layers.append(layer)
         self.layers = ModuleList(layers)
         self.num_layers = num_layers
@@ -247,7 +262,7 @@ class TransformerEncoder(Module):
             check_mask(mask, "mask", [(s, s), (b * h, s, s)], layer.dtype)
         F.check_causal_hint(mask, is_causal, "mask", s, s)
         if is_causal is None:
-            is_causal = _is_causal_mask(mask)
+            is_causal = detect_causal_mask(mask)
         x, saved = src, []
         for layer in self.layers:                  # checkpoint: each layer keeps only its input
             x, kept = run_layer(layer, self.checkpoint, x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
@@ -269,7 +284,7 @@ class TransformerEncoder(Module):
         return dout
 
 
-def _is_causal_mask(mask):
+def detect_causal_mask(mask):
     """torch's ``_detect_is_causal_mask``: a 2-D (S, S) mask that is the causal mask."""
     if mask is None:
         return False

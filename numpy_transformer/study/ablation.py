@@ -247,8 +247,8 @@ def format_table(runs, sequence_name="seq acc"):
 def plot_ablation(runs, out, title=None):
     """One PNG: every variant's held-out loss (log scale) and token accuracy against the step; with
     several repeats, the mean line and a band from the lowest to the highest repeat."""
-    from .plotting import _figure, _save
-    fig = _figure(figsize=(12, 4.8))
+    from .plotting import figure, save_figure
+    fig = figure(figsize=(12, 4.8))
     ax_loss, ax_acc = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for i, name in enumerate(dict.fromkeys(r.variant for r in runs)):
         rs = [r for r in runs if r.variant == name]
@@ -272,7 +272,7 @@ def plot_ablation(runs, out, title=None):
     ax_acc.legend(fontsize=8, loc="lower right")
     fig.suptitle(title or "ablation: held-out curves")
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def runs_to_dict(runs):

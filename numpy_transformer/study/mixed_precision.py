@@ -147,8 +147,8 @@ def gradient_underflow(model, src, tgt, init_scale=2.0 ** 16):
 def plot(runs, sweep, grads, out):
     """Three panels: the training losses; LayerNorm's error vs input scale; the first step's gradients
     against float16's range."""
-    from .plotting import _figure, _save
-    fig = _figure(figsize=(15, 4.4), dpi=110)
+    from .plotting import figure, save_figure
+    fig = figure(figsize=(15, 4.4), dpi=110)
     ax1, ax2, ax3 = fig.subplots(1, 3)
     for r in runs:
         ax1.plot(r["loss"], label=f"{r['mode']} (acc {r['val_accuracy']:.3f}, {r['skipped']} skipped)")
@@ -183,7 +183,7 @@ def plot(runs, sweep, grads, out):
     ax3.title.set_fontsize(9)
     ax3.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def main(argv=None):

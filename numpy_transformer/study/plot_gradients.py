@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plotting import _figure, _save
+from .plotting import figure, save_figure
 
 __all__ = ["gradient_norms", "plot_gradients"]
 
@@ -68,7 +68,7 @@ def plot_gradients(entries, out, title=None):
         isteps, inames, inorms = gradient_norms(entries, "grad_norms")
     except ValueError:
         isteps = None
-    fig = _figure(figsize=(10, 11), dpi=110, layout="constrained")
+    fig = figure(figsize=(10, 11), dpi=110, layout="constrained")
     ax_p, ax_i, ax_t = fig.subplots(3, 1, height_ratios=[1, 1, 1.1])
 
     def ratios(n):
@@ -93,4 +93,4 @@ def plot_gradients(entries, out, title=None):
         ax.grid(alpha=0.3, which="both")
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .plotting import _figure, _save
+from .plotting import figure, save_figure
 
 __all__ = ["KINDS", "plot_rope", "plot_alibi", "plot_relative", "plot_learned", "rope_scores"]
 
@@ -34,7 +34,7 @@ def rope_scores(head_dim, max_len, base=10000.0, interleaved=False):
 
 
 def plot_rope(out, head_dim=64, max_len=128, base=10000.0, title=None):
-    fig = _figure(figsize=(10, 8), dpi=110, layout="constrained")
+    fig = figure(figsize=(10, 8), dpi=110, layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[1.25, 1])
     pairs = np.arange(head_dim // 2)
     theta = np.arange(max_len)[:, None] * base ** (-2.0 * pairs / head_dim)[None, :]   # (S, Dh/2)
@@ -51,14 +51,14 @@ def plot_rope(out, head_dim=64, max_len=128, base=10000.0, title=None):
     bottom.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_alibi(out, num_heads=8, max_len=32, title=None):
     bias = F.alibi_bias(num_heads, max_len, max_len)                            # (H, S, S)
     causal = np.triu(np.ones((max_len, max_len), dtype=bool), k=1)
     shown = min(num_heads, 4)
-    fig = _figure(figsize=(3.2 * (shown + 1), 3.6), dpi=110, layout="constrained")
+    fig = figure(figsize=(3.2 * (shown + 1), 3.6), dpi=110, layout="constrained")
     axes = fig.subplots(1, shown + 1)
     lim = float(np.abs(np.where(causal, 0, bias)).max()) or 1.0
     heads = np.unique(np.linspace(0, num_heads - 1, shown).round().astype(int))
@@ -75,7 +75,7 @@ def plot_alibi(out, num_heads=8, max_len=32, title=None):
     axes[-1].set_xlabel("head")
     axes[-1].set_title("slopes", fontsize=9)
     fig.suptitle(title or f"ALiBi, {num_heads} heads (masked: above the diagonal)")
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_relative(out, num_buckets=32, max_distance=128, bidirectional=True, weight=None, title=None):
@@ -84,7 +84,7 @@ def plot_relative(out, num_buckets=32, max_distance=128, bidirectional=True, wei
     rel = np.arange(-span, span + 1) if bidirectional else np.arange(-span, 1)
     buckets = F.relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
                                          max_distance=max_distance)
-    fig = _figure(figsize=(10, 7 if weight is not None else 4), dpi=110, layout="constrained")
+    fig = figure(figsize=(10, 7 if weight is not None else 4), dpi=110, layout="constrained")
     axes = fig.subplots(2 if weight is not None else 1, 1, squeeze=False)[:, 0]
     axes[0].step(rel, buckets, where="mid", linewidth=1.4)
     axes[0].set_xlabel("relative position (key - query)")
@@ -102,13 +102,13 @@ def plot_relative(out, num_buckets=32, max_distance=128, bidirectional=True, wei
         axes[1].grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 def plot_learned(table, out, title=None):
     pe = np.asarray(table, dtype=np.float64)
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
-    fig = _figure(figsize=(12, 5), dpi=110, layout="constrained")
+    fig = figure(figsize=(12, 5), dpi=110, layout="constrained")
     left, right = fig.subplots(1, 2)
     lim = float(np.abs(pe).max()) or 1.0
     fig.colorbar(left.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest"),
@@ -122,4 +122,4 @@ def plot_learned(table, out, title=None):
     right.set_title("cosine similarity between positions")
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)

@@ -30,7 +30,7 @@ class MatplotlibMissing(ImportError):
     """matplotlib is not installed; the message says how to install it."""
 
 
-def _figure(**kwargs):
+def figure(**kwargs):
     """A matplotlib Figure on an Agg canvas (imports matplotlib lazily)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -42,7 +42,7 @@ def _figure(**kwargs):
     return fig
 
 
-def _save(fig, out):
+def save_figure(fig, out):
     out = os.fspath(out)
     directory = os.path.dirname(os.path.abspath(out))
     os.makedirs(directory, exist_ok=True)
@@ -97,7 +97,7 @@ def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap
     ncols = min(h, 4)
     nrows = math.ceil(h / ncols)
     cell = max(2.6, min(5.0, 0.28 * max(s, t)))
-    fig = _figure(figsize=(cell * ncols + 1.6, cell * nrows + 1.2), dpi=110, layout="constrained")
+    fig = figure(figsize=(cell * ncols + 1.6, cell * nrows + 1.2), dpi=110, layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
     fontsize = max(5, min(9, int(170 / max(s, t))))
@@ -118,7 +118,7 @@ def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap
     bar.set_label("attention weight (each row sums to 1)")
     if title:
         fig.suptitle(title, fontsize=11)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 # -- positional encoding -----------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def plot_positional(table, out, dims=None, title=None, sinusoidal=True):
     bad = [i for i in dims if not 0 <= i < d]
     if bad:
         raise ValueError(f"dimensions must lie in [0, {d}), got {bad}")
-    fig = _figure(figsize=(10, 8), dpi=110, layout="constrained")
+    fig = figure(figsize=(10, 8), dpi=110, layout="constrained")
     top, bottom = fig.subplots(2, 1, height_ratios=[1.25, 1])
     lim = max(1.0, float(np.abs(pe).max()))
     image = top.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest",
@@ -170,7 +170,7 @@ def plot_positional(table, out, dims=None, title=None, sinusoidal=True):
     bottom.set_xlim(0, max(n - 1, 1))
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)
 
 
 # -- training curves ---------------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def plot_training(entries, out, title=None, window=None):
     resumes = [e["step"] for e in entries if e.get("kind") == "resume"]
     window = max(1, steps.size // 50) if window is None else int(window)
 
-    fig = _figure(figsize=(10, 9), dpi=110, layout="constrained")
+    fig = figure(figsize=(10, 9), dpi=110, layout="constrained")
     ax_loss, ax_acc, ax_lr = fig.subplots(3, 1, sharex=True, height_ratios=[1.2, 1.2, 0.7])
     ax_loss.plot(steps, loss, color="tab:blue", alpha=0.25, linewidth=0.8, label="train, dropout on (per log line)")
     ax_loss.plot(steps, smooth(loss, window), color="tab:blue", linewidth=1.8,
@@ -243,4 +243,4 @@ def plot_training(entries, out, title=None, window=None):
     ax_acc.legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title)
-    return _save(fig, out)
+    return save_figure(fig, out)

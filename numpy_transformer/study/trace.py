@@ -49,6 +49,8 @@ from ..nn import hooks
 from ..utils.text import WIDTH, fit
 from . import trace_grads as _trace_grads
 
+__all__ = ["trace", "Trace", "Record"]
+
 # Thresholds of the health checks (the seed design's "normal range" column).
 SCALE_TOLERANCE = 1.5        # the softmax saw scores outside [1/1.5, 1.5] x q k^T / sqrt(Dh): a wrong scale
 EMBEDDING_STD_RANGE = (0.5, 2.0)   # scaled token embedding std; ~1 expected, ~1/sqrt(D) if sqrt(D) is missing

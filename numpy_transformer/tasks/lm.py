@@ -33,7 +33,7 @@ from ..utils.checks import check_positive_int
 from .data import Splits
 
 __all__ = ["LM_TASKS", "PAD", "EOS", "PLUS", "EQUALS", "DIGIT0", "IGNORE", "VOCAB_SIZE", "LMData",
-           "make_lm_task", "encode_prompt", "encode_answer", "decode_answer", "parse_expression"]
+           "make_lm_task", "prompt_and_answer_lengths", "encode_prompt", "encode_answer", "decode_answer", "parse_expression"]
 
 PAD, EOS, PLUS, EQUALS, DIGIT0 = 0, 1, 2, 3, 4
 VOCAB_SIZE = DIGIT0 + 10
@@ -121,6 +121,15 @@ class LMData(Splits):
         """L: the whole sequence (prompt + answer + EOS)."""
         return self.prompt_len + self.answer_len
 
+
+
+def prompt_and_answer_lengths(width):
+    """``(prompt_len, answer_len)`` of the rows of an addition batch ``width = L - 1`` columns wide (the
+    inputs ``seq[:-1]``): ``L = 3 * digits + 4``, the prompt ``2 * digits + 2``, the answer ``digits + 2``."""
+    digits, rest = divmod(width - 3, 3)
+    if digits < 1 or rest:
+        raise ValueError(f"an addition row (3 * digits + 3 input ids) cannot be {width} ids wide")
+    return 2 * digits + 2, digits + 2
 
 
 def _rows(a, b, digits):

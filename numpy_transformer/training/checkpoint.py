@@ -168,22 +168,12 @@ class Checkpoint:
         return model
 
     def build_model(self, seed=None):
-        """A fresh model of this checkpoint's kind (``TransformerModel``, ``Seq2SeqModel`` or ``GPT``)
-        with its configuration and weights. A ``model_config`` whose sizes disagree with the stored
-        weights (``d_model`` against the embedding's width, the number of layers stored, ...) raises
-        CheckpointError before anything is built."""
-        from .kinds import MODEL_CLASSES
-        if self.model_kind not in MODEL_CLASSES:
-            raise CheckpointError(f"{self.path} holds a model of kind {self.model_kind!r}; this code builds "
-                                  f"{sorted(MODEL_CLASSES)}")
-        cls = MODEL_CLASSES[self.model_kind]
-        cfg = dict(self.model_config)
-        check_model_config(self.path, self.model_kind, cfg, {k: v.shape for k, v in self.model_state.items()})
-        try:
-            model = cls(**cfg, seed=seed)
-        except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"{self.path}: model_config {cfg} does not fit {cls.__name__}: {exc}") from exc
-        return self.load_model(model)
+        """A fresh model of this checkpoint's kind with its configuration and weights. Which class and
+        how it is built from ``model_config`` is the model kinds' policy, not the format's:
+        :func:`numpy_transformer.training.kinds.model_from_checkpoint` (a ``model_config`` whose sizes
+        disagree with the stored weights raises CheckpointError before anything is built)."""
+        from .kinds import model_from_checkpoint
+        return model_from_checkpoint(self, seed=seed)
 
     def load_optimizer(self, optimizer):
         """Validate, then restore ``optimizer``'s state (same optimizer class and parameter shapes)."""

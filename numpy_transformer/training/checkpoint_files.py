@@ -33,9 +33,9 @@ class CheckpointError(ValueError):
 
 STALE_SECONDS = 3600.0
 
-_NO_SPACE = {errno.ENOSPC: "no space left on the device"}
+NO_SPACE = {errno.ENOSPC: "no space left on the device"}
 if hasattr(errno, "EDQUOT"):
-    _NO_SPACE[errno.EDQUOT] = "no space left: the disk quota is exceeded"
+    NO_SPACE[errno.EDQUOT] = "no space left: the disk quota is exceeded"
 
 
 class CheckpointWriteError(OSError):
@@ -80,7 +80,7 @@ def _fsync_directory(directory: str) -> None:
 
 
 def _write_error(path: str, exc: OSError) -> CheckpointWriteError:
-    cause = _NO_SPACE.get(exc.errno) or exc.strerror or str(exc)
+    cause = NO_SPACE.get(exc.errno) or exc.strerror or str(exc)
     return CheckpointWriteError(exc.errno, f"cannot save checkpoint {path}: {cause} (in "
                                            f"{os.path.dirname(os.path.abspath(path))}); the previous "
                                            f"checkpoint there, if any, is unchanged")

@@ -10,18 +10,18 @@ import numpy as np
 
 from ..utils.checks import check_number, check_positive_int, check_probability
 from .checkpoint import CheckpointError
-from ..models.gpt import GPT_FFNS, NORMS, POSITIONS
-from .kinds import get_kind
-from ..models.encoder import ACTIVATIONS, POS_ENCODINGS
+from ..models.gpt_config import NORMS
+from .kinds import KINDS, get_kind
 from ..optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule
 from ..optim.lr_scheduler import LambdaLR
 
 __all__ = ["TrainConfig", "SCHEDULES"]
 
 SCHEDULES = ("warmup", "constant")
-# every model kind's choices (each kind refuses what it does not support, kinds.ModelKind.check_options)
-ACTIVATION_CHOICES = tuple(dict.fromkeys(ACTIVATIONS + GPT_FFNS))
-POSITION_CHOICES = tuple(dict.fromkeys(POS_ENCODINGS + POSITIONS))
+# every model kind's choices, derived from the kinds' (their models' vocabularies); each kind refuses
+# what it does not support (kinds.ModelKind.check_options)
+ACTIVATION_CHOICES = tuple(dict.fromkeys(a for k in KINDS.values() for a in k.activations))
+POSITION_CHOICES = tuple(dict.fromkeys(p for k in KINDS.values() for p in k.positions))
 
 
 @dataclass

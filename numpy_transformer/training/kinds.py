@@ -10,7 +10,11 @@ training step feeds the model, how it is evaluated and how it predicts.
   loss is on the answer tokens only; evaluated by the held-out exact match of the answer generated
   greedily through the KV cache (``model.generate``), and the teacher-forced token accuracy.
 
-A new kind (e.g. a decoder-only language model) is one more :class:`ModelKind` subclass in ``KINDS``.
+A new kind (e.g. a decoder-only language model) is one more :class:`ModelKind` subclass in ``KINDS``;
+each kind evaluates through the one loop :func:`~numpy_transformer.training.evaluation.evaluate`, and
+:func:`model_from_checkpoint` builds a checkpoint's model by the kind it records (the checkpoint
+format itself knows no model class). The choices a kind offers (``activations``, ``positions``) are its
+model's own vocabularies, defined once where they are implemented.
 """
 
 from __future__ import annotations
@@ -20,13 +24,17 @@ import numpy as np
 from ..tasks import data as data_mod
 from ..tasks import lm
 from ..tasks import seq2seq as s2s
-from ..tasks.bleu import corpus_bleu
-from ..models.gpt import GPT
+from ..models.gpt import GPT, GPT_FFNS, POSITIONS as GPT_POSITIONS
+from ..nn.activations import ACTIVATIONS
 from ..nn.loss import CrossEntropyLoss
-from ..models.encoder import TransformerModel
-from ..models.seq2seq import Seq2SeqModel
+from ..models.encoder import POS_ENCODINGS as ENCODER_POSITIONS, TransformerModel
+from ..models.seq2seq import POS_ENCODINGS as SEQ2SEQ_POSITIONS, Seq2SeqModel
+from .checkpoint_files import CheckpointError
+from .checkpoint_validate import check_model_config
+from .evaluation import evaluate
 
-__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "GPTKind", "get_kind", "MODEL_CLASSES"]
+__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "GPTKind", "get_kind", "MODEL_CLASSES",
+           "model_from_checkpoint"]
 
 
 class ModelKind:
@@ -36,16 +44,15 @@ class ModelKind:
     model_class = None
     tasks = ()
     default_task = None
+    # the TrainConfig choices this kind supports (its model's vocabularies; the others keep their defaults)
+    activations = tuple(ACTIVATIONS)
+    positions = ()
+    gpt_only = ("norm", "num_kv_heads")
 
     def check_task(self, task):
         if task not in self.tasks:
             raise ValueError(f"task must be one of {sorted(self.tasks)} for --model {self.name}, got {task!r}")
         return task
-
-    # the TrainConfig options this kind supports (the others keep their defaults)
-    activations = ("relu", "gelu", "silu")
-    positions = ("sinusoidal", "learned")
-    gpt_only = ("norm", "num_kv_heads")
 
     def check_options(self, c):
         """Refuse a TrainConfig option this kind does not support, naming it and the kind."""
@@ -81,11 +88,17 @@ class ModelKind:
         """The predicted target rows for sources ``src`` (eval mode)."""
         raise NotImplementedError
 
+    def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
+        """The held-out report of ``model`` on ``(src, tgt)``: the one loop
+        :func:`~numpy_transformer.training.evaluation.evaluate` with this kind's logits."""
+        return evaluate(model, src, tgt, criterion=criterion, max_examples=max_examples, batch_size=batch_size,
+                        logits_of=self.logits)
+
 
 class EncoderKind(ModelKind):
     name = "encoder"
     model_class = TransformerModel
-    positions = ("sinusoidal", "learned", "relative", "alibi", "none")
+    positions = ENCODER_POSITIONS
     tasks = tuple(data_mod.TASKS)
     default_task = "shift"
 
@@ -107,14 +120,11 @@ class EncoderKind(ModelKind):
     def predict(self, model, src, data=None):
         return model(np.asarray(src)).argmax(-1)
 
-    def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
-        from .evaluation import evaluate
-        return evaluate(model, src, tgt, criterion=criterion, max_examples=max_examples, batch_size=batch_size)
-
 
 class Seq2SeqKind(ModelKind):
     name = "seq2seq"
     model_class = Seq2SeqModel
+    positions = SEQ2SEQ_POSITIONS
     tasks = s2s.SEQ2SEQ_TASKS
     default_task = "reverse"
 
@@ -140,39 +150,19 @@ class Seq2SeqKind(ModelKind):
         return float(np.sum((logits.argmax(-1) == targets) & keep) / max(int(keep.sum()), 1))
 
     def predict(self, model, src, data):
+        return self.greedy(model, src, data.tgt_len)
+
+    def greedy(self, model, src, tgt_len):
+        """The greedy decoding (N, tgt_len) of sources ``src``: PAD after the EOS."""
         src = np.asarray(src)
-        return model.greedy_decode(src, data.tgt_len, s2s.BOS, s2s.EOS, s2s.PAD,
-                                   src_key_padding_mask=src == s2s.PAD)
+        return model.greedy_decode(src, tgt_len, s2s.BOS, s2s.EOS, s2s.PAD, src_key_padding_mask=src == s2s.PAD)
 
     def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
         """Teacher-forced loss and token accuracy; exact match and corpus BLEU of greedy generation."""
-        from .evaluation import EvalResult
-        criterion = criterion or CrossEntropyLoss(ignore_index=s2s.PAD)
-        crit = CrossEntropyLoss(ignore_index=criterion.ignore_index, reduction="sum",
-                                label_smoothing=criterion.label_smoothing)
-        n = len(src) if max_examples is None else min(len(src), max_examples)
-        was = model.training
-        model.eval()
-        total_loss, correct, counted, exact = 0.0, 0, 0, 0
-        hyps, refs = [], []
-        try:
-            for i in range(0, n, batch_size):
-                s, t = src[i:min(i + batch_size, n)], tgt[i:min(i + batch_size, n)]
-                logits, _ = self.logits(model, s, t)
-                total_loss += float(crit(logits.reshape(-1, logits.shape[-1]), t.reshape(-1)))
-                keep = t != s2s.PAD
-                correct += int(((logits.argmax(-1) == t) & keep).sum())
-                counted += int(keep.sum())
-                gen = model.greedy_decode(s, t.shape[1], s2s.BOS, s2s.EOS, s2s.PAD,
-                                          src_key_padding_mask=s == s2s.PAD)       # (b, tgt_len)
-                exact += int((gen == t).all(axis=1).sum())           # every token, the EOS and the stop
-                hyps += [" ".join(map(str, s2s.strip_target(g))) for g in gen]
-                refs += [" ".join(map(str, s2s.strip_target(r))) for r in t]
-        finally:
-            model.train(was)
-        bleu = corpus_bleu(hyps, [refs]).score if n else 0.0
-        return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), exact / max(n, 1), n,
-                          bleu=bleu)
+        return evaluate(model, src, tgt, criterion=criterion or CrossEntropyLoss(ignore_index=s2s.PAD),
+                        max_examples=max_examples, batch_size=batch_size, logits_of=self.logits,
+                        generate=lambda m, s, t: self.greedy(m, s, t.shape[1]),
+                        text_of=lambda row: " ".join(map(str, s2s.strip_target(row))))
 
 
 class GPTKind(ModelKind):
@@ -181,8 +171,8 @@ class GPTKind(ModelKind):
 
     name = "gpt"
     model_class = GPT
-    activations = ("gelu", "relu", "silu", "swiglu")
-    positions = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
+    activations = GPT_FFNS
+    positions = GPT_POSITIONS
     gpt_only = ()
     tasks = lm.LM_TASKS
     default_task = "addition"
@@ -209,46 +199,23 @@ class GPTKind(ModelKind):
     def predict(self, model, src, data):
         """The greedy answers (N, digits + 2) to the prompts in ``src`` (its first ``prompt_len``
         columns), generated through the KV cache; PAD after the EOS."""
-        prompts = np.asarray(src)[:, :data.prompt_len]
-        out = model.generate(prompts, data.answer_len, eos_token_id=lm.EOS, pad_token_id=lm.PAD, use_cache=True)
-        gen = np.full((len(prompts), data.answer_len), lm.PAD, dtype=np.int64)
-        gen[:, :out.shape[1] - data.prompt_len] = out[:, data.prompt_len:]
+        return self.answers(model, np.asarray(src)[:, :data.prompt_len], data.answer_len)
+
+    def answers(self, model, prompts, answer_len):
+        """The greedy answers (N, answer_len) to ``prompts`` (N, prompt_len), generated through the KV
+        cache; PAD after the EOS."""
+        out = model.generate(prompts, answer_len, eos_token_id=lm.EOS, pad_token_id=lm.PAD, use_cache=True)
+        gen = np.full((len(prompts), answer_len), lm.PAD, dtype=np.int64)
+        gen[:, :out.shape[1] - prompts.shape[1]] = out[:, prompts.shape[1]:]
         return gen
 
     def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
         """Teacher-forced loss and token accuracy over the answer tokens; exact match of the greedily
         generated answer (every digit and the EOS)."""
-        from .evaluation import EvalResult
-        criterion = criterion or CrossEntropyLoss(ignore_index=lm.IGNORE)
-        crit = CrossEntropyLoss(ignore_index=criterion.ignore_index, reduction="sum",
-                                label_smoothing=criterion.label_smoothing)
-        n = len(src) if max_examples is None else min(len(src), max_examples)
-        digits = (src.shape[1] - 3) // 3
-        shape = _Shape(2 * digits + 2, digits + 2)
-        was = model.training
-        model.eval()
-        total_loss, correct, counted, exact = 0.0, 0, 0, 0
-        try:
-            for i in range(0, n, batch_size):
-                s, t = src[i:min(i + batch_size, n)], tgt[i:min(i + batch_size, n)]
-                logits, _ = self.logits(model, s, t)
-                total_loss += float(crit(logits.reshape(-1, logits.shape[-1]), t.reshape(-1)))
-                keep = t != lm.IGNORE
-                correct += int(((logits.argmax(-1) == t) & keep).sum())
-                counted += int(keep.sum())
-                gen = self.predict(model, s, shape)                              # (b, digits + 2)
-                exact += int((gen == t[:, -shape.answer_len:]).all(axis=1).sum())
-        finally:
-            model.train(was)
-        return EvalResult(total_loss / max(counted, 1), correct / max(counted, 1), exact / max(n, 1), n,
-                          generated=True)
-
-
-class _Shape:
-    """The prompt and answer lengths :meth:`GPTKind.predict` needs (an LMData's, from the sizes alone)."""
-
-    def __init__(self, prompt_len, answer_len):
-        self.prompt_len, self.answer_len = prompt_len, answer_len
+        prompt_len, answer_len = lm.prompt_and_answer_lengths(src.shape[1])
+        return evaluate(model, src, tgt, criterion=criterion or CrossEntropyLoss(ignore_index=lm.IGNORE),
+                        max_examples=max_examples, batch_size=batch_size, logits_of=self.logits,
+                        generate=lambda m, s, t: self.answers(m, s[:, :prompt_len], answer_len))
 
 
 KINDS = {k.name: k for k in (EncoderKind(), Seq2SeqKind(), GPTKind())}
@@ -259,3 +226,26 @@ def get_kind(name):
     if name not in KINDS:
         raise ValueError(f"model must be one of {list(KINDS)}, got {name!r}")
     return KINDS[name]
+
+
+def model_from_checkpoint(ckpt, seed=None):
+    """A fresh model of the kind ``ckpt`` (a :class:`~numpy_transformer.training.checkpoint.Checkpoint`)
+    records, built from its ``model_config`` and loaded with its weights.
+
+    The kind decides the class (``KINDS[ckpt.model_kind].model_class``) and the class how a stored
+    configuration builds it (``model_class(**model_config, seed=seed)``). A kind this code does not
+    know, a ``model_config`` whose sizes disagree with the stored weights (``d_model`` against the
+    embedding's width, the number of layers stored, ...) or that the class refuses raises
+    CheckpointError before anything is built.
+    """
+    if ckpt.model_kind not in KINDS:
+        raise CheckpointError(f"{ckpt.path} holds a model of kind {ckpt.model_kind!r}; this code builds "
+                              f"{sorted(KINDS)}")
+    cls = KINDS[ckpt.model_kind].model_class
+    cfg = dict(ckpt.model_config)
+    check_model_config(ckpt.path, ckpt.model_kind, cfg, {k: v.shape for k, v in ckpt.model_state.items()})
+    try:
+        model = cls(**cfg, seed=seed)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{ckpt.path}: model_config {cfg} does not fit {cls.__name__}: {exc}") from exc
+    return ckpt.load_model(model)

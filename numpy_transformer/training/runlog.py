@@ -50,7 +50,7 @@ import math
 import os
 import time
 
-from .checkpoint_files import _NO_SPACE, atomic_write
+from .checkpoint_files import NO_SPACE, atomic_write
 
 __all__ = ["RunLog", "read_log", "default_log_path", "LogPathError", "LogWriteError", "check_log_path",
            "NEXT_TO_CHECKPOINT", "LOG_ELSEWHERE", "stored_log", "resolve_stored_log"]
@@ -70,7 +70,7 @@ class LogWriteError(OSError):
 def _log_write_error(path, exc: OSError) -> LogWriteError:
     if isinstance(exc.__cause__, OSError):       # atomic_write's CheckpointWriteError: its own cause
         exc = exc.__cause__
-    cause = _NO_SPACE.get(exc.errno) or exc.strerror or str(exc)
+    cause = NO_SPACE.get(exc.errno) or exc.strerror or str(exc)
     return LogWriteError(exc.errno, f"cannot write the log {path}: {cause}")
 
 

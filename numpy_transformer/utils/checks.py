@@ -30,7 +30,7 @@ def float16_allowed():
     return _FLOAT16_ALLOWED[0] > 0
 
 
-def _float_dtypes():
+def float_dtypes():
     return FLOAT_DTYPES + (FLOAT16,) if float16_allowed() else FLOAT_DTYPES
 
 
@@ -119,7 +119,7 @@ def check_float_input(x, name, dtype, ndim=None, last_dim=None, shape_doc=""):
     silently promote a whole float32 layer to float64.
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in _float_dtypes():
+    if x.dtype not in float_dtypes():
         raise TypeError(f"{name} must be a floating-point array of dtype {dtype}, got dtype {x.dtype}"
                         + (" (token ids go to an Embedding, not here)" if x.dtype.kind in "iu" else ""))
     if x.dtype != dtype:
@@ -140,7 +140,7 @@ def check_float_array(x, name):
     another dtype, or fail deep inside an elementwise kernel).
     """
     x = _as_array_refusing_float16(x, name)
-    if x.dtype not in _float_dtypes():
+    if x.dtype not in float_dtypes():
         raise TypeError(f"{name} must be a float32 or float64 array, got dtype {x.dtype}")
     return x
 
@@ -158,6 +158,22 @@ def check_ids(ids, name, num_embeddings):
             raise IndexError(f"{name} must lie in [0, {num_embeddings}), got id {bad} "
                              f"(min {lo}, max {hi}); negative ids are not wrapped around")
     return ids
+
+
+def check_token_batch(ids, name="ids", vocab_size=None, shape_doc="(B, S)"):
+    """A batch of token ids ``(B, S)``, the one check every model and ``generate`` make of their ids: an
+    integer array (TypeError), two axes and a non-empty batch and sequence (ValueError), and, given
+    ``vocab_size``, every id in ``[0, vocab_size)`` (IndexError, :func:`check_ids`). ``shape_doc`` is the
+    shape the shape error names. Returns ``ids`` as an array; sequence-length limits stay the model's."""
+    if not isinstance(ids, np.ndarray):
+        ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be an integer array of token ids, got dtype {ids.dtype}")
+    if ids.ndim != 2:
+        raise ValueError(f"{name} must have shape {shape_doc}, got shape {ids.shape}")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} must have a non-empty batch and sequence, got shape {ids.shape}")
+    return ids if vocab_size is None else check_ids(ids, name, vocab_size)
 
 
 def check_mask(mask, name, shapes, dtype):

@@ -15,7 +15,7 @@ from typing import List, Optional
 import numpy as np
 
 from numpy_transformer.utils.text import fit
-from numpy_transformer.study.gradcheck import GradcheckError
+from numpy_transformer.study.gradchecking import GradcheckError
 
 __all__ = ["TOL", "SCALE_FLOOR", "Comparison", "TorchCheckResult", "TorchCheckError", "compare"]
 
@@ -27,7 +27,7 @@ SCALE_FLOOR = 1e-4
 class TorchCheckError(GradcheckError):
     """A failed check against torch: raised by ``raise_exception=True`` and by
     :meth:`TorchCheckResult.raise_if_failed`; its message is the full report. A
-    :class:`~numpy_transformer.study.gradcheck.GradcheckError` (so an ``AssertionError`` and a ``RuntimeError``):
+    :class:`~numpy_transformer.study.gradchecking.GradcheckError` (so an ``AssertionError`` and a ``RuntimeError``):
     ``except nt.GradcheckError`` catches every checker's failure."""
 
 

@@ -24,7 +24,7 @@ Tolerances, per dtype (normwise: ``max|ours - torch| / max|torch|``):
 
 The upstream gradient ``dout`` is drawn from ``N(0, 1)`` (``seed``), never all ones: with ``.sum()`` a
 softmax backward that forgets its row-sum term still passes, because the rows sum to a constant. It
-comes from the checkers' own stream (:func:`numpy_transformer.study.gradcheck.upstream_gradient`), not from
+comes from the checkers' own stream (:func:`numpy_transformer.study.gradchecking.upstream_gradient`), not from
 ``np.random.default_rng(seed)`` whose first draws may be your inputs, and is drawn again if parallel to
 an input of the output's shape: were ``dout == x``, a backward using ``x`` in place of ``dout``, or a
 transposed square weight gradient, would agree with torch.
@@ -41,8 +41,8 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from numpy_transformer.study.gradcheck import checker_rng, forward_input_names, module_input_grads, upstream_gradient
-from numpy_transformer.study.gradcheck.result import check_flag
+from numpy_transformer.study.gradchecking import default_input_names, checker_rng, module_input_grads, upstream_gradient
+from numpy_transformer.study.gradchecking.result import check_flag
 
 from .report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
 
@@ -331,7 +331,7 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
     check_flag(raise_exception, "raise_exception")
     dtype = _check_dtype(dtypes.pop(), "our_module's dtype")
     rng, rtol, atol, seed_label = _options(seed, rtol, atol, dtype)
-    names = list(input_names) if input_names is not None else forward_input_names(our_module, len(inputs))
+    names = list(input_names) if input_names is not None else default_input_names(our_module, len(inputs))
     if len(names) != len(inputs):
         raise ValueError(f"input_names has {len(names)} entries but there are {len(inputs)} inputs")
     forward_kwargs = dict(forward_kwargs or {})

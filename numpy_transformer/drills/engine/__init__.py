@@ -1,0 +1,14 @@
+"""The drills' machinery, the same for every exercise (the exercises themselves are folders in
+:mod:`numpy_transformer.drills.exercises`):
+
+* :mod:`.definition` — the data types: :class:`~.definition.Exercise`, :class:`~.definition.Mistake`
+  (a source patch of the exercise's solution), :class:`~.definition.Case`;
+* :mod:`.grader` — ``drill check``: starts the grading child, runs the cases, prints the report;
+* :mod:`.worker` — the grading child (``python -I .../engine/worker.py``), which loads :mod:`.wire`,
+  :mod:`.guard` and :mod:`.harness` by file path and never the package;
+* :mod:`.spawn` — starting, talking to and ending that child; :mod:`.judge` — the parent's verdict on
+  each case; :mod:`.probe` — the gradient check and the smallest failing case;
+* :mod:`.diagnose`, :mod:`.diagnosis` — comparisons, hints, which known mistake explains a failure;
+* :mod:`.report` — the report's text; :mod:`.stats` — ``drill stats``; :mod:`.mock` — ``drill mock``;
+* :mod:`.upstream` — the cases' upstream gradients, from the gradient checkers' own stream.
+"""

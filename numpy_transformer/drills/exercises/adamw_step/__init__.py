@@ -1,0 +1,1 @@
+"""The adamw_step drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The causal_attention_kv_cache drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The cross_attention drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

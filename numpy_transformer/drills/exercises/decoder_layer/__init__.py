@@ -1,0 +1,1 @@
+"""The decoder_layer drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

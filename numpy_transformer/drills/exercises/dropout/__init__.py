@@ -1,0 +1,1 @@
+"""The dropout drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The encoder_layer drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The grouped_query_attention drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

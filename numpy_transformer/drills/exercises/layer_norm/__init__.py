@@ -1,0 +1,1 @@
+"""The layer_norm drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The positional_encoding drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The relative_position_bias drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

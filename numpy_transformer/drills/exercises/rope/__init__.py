@@ -1,0 +1,1 @@
+"""The rope drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

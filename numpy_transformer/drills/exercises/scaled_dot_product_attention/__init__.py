@@ -1,0 +1,1 @@
+"""The scaled_dot_product_attention drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

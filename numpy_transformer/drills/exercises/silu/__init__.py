@@ -1,0 +1,1 @@
+"""The silu drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,0 +1,1 @@
+"""The softmax drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""

@@ -1,1 +1,0 @@
-"""Skeleton files of the drills (written by `drill start NAME`: exact signatures, no solution)."""
