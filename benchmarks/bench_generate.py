@@ -6,7 +6,7 @@
 
 Greedy decoding of ``--new`` tokens after a ``--prompt``-token prompt, batch 1 and 8, float32, a GPT of
 4 layers, 4 heads, width 128 (feed-forward 512), vocabulary 256. Each side runs in processes of its
-own (NumPy: ``nt.GPT.generate``; torch: :func:`reference_torch.gpt.greedy` on the twin built from the
+own (NumPy: ``nt.GPT.generate``; torch: :func:`reference_torch.models.gpt.greedy` on the twin built from the
 same weights, ``torch.no_grad``), with each library's default threads (``--threads N``: N for both, set
 for OpenBLAS, OpenMP, numpy-transformer's pool and torch; 1 suits a small model, whose decoding step
 is a chain of tiny products where extra threads only add synchronisation), with the cache and
@@ -46,7 +46,7 @@ def case_generate(side, config, batches, prompt, new, threads=None):
     if side == "torch":
         import torch
 
-        from reference_torch import gpt as RG
+        from reference_torch.models import gpt as RG
         if threads:
             torch.set_num_threads(threads)
         twin = RG.to_torch(model).eval()

@@ -121,13 +121,13 @@ def case_model(side, kind, b, s, dtype):
         return {"train step": step}, None
     import torch
     if kind == "encoder":
-        from reference_torch.model import to_torch
+        from reference_torch.models.encoder import to_torch
         twin = to_torch(model)
     elif kind == "seq2seq":
-        from reference_torch.seq2seq_model import twin_of
+        from reference_torch.models.seq2seq import twin_of
         twin = twin_of(model)                 # torch.nn.Transformer inside
     else:
-        from reference_torch.gpt import to_torch
+        from reference_torch.models.gpt import to_torch
         twin = to_torch(model, twin=False)    # torch.nn.TransformerEncoderLayer blocks
     twin.train()
     topt = torch.optim.Adam(twin.parameters(), lr=1e-4)

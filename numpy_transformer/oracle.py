@@ -8,7 +8,7 @@ install command; each caller decides what to do with it (skip a column, grade wi
 refuse the option). :func:`available` asks without raising.
 
 :func:`check_against_torch` and :func:`check_against_torch_module` (``nt.check_against_torch``...) are
-the user-facing entry points of ``reference_torch.check_user``: your own code against torch's autograd.
+the user-facing entry points of ``reference_torch.check.user``: your own code against torch's autograd.
 """
 
 from __future__ import annotations
@@ -103,11 +103,11 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype="float64", **
     Options: ``seed``, ``rtol``, ``atol``, ``verbose``, ``raise_exception`` (raise ``GradcheckError`` on a
     failure; default False, unlike torch's gradcheck: the report is returned, falsy when it failed). Full
     documentation:
-    ``reference_torch.check_user.check_against_torch`` and docs/study-tools.md.
+    ``reference_torch.check.user.check_against_torch`` and docs/study-tools.md.
 
     Raises :class:`OracleUnavailable` (an ImportError, with the install command) without torch.
     """
-    impl = load("check_user", "nt.check_against_torch").check_against_torch
+    impl = load("check.user", "nt.check_against_torch").check_against_torch
     return impl(forward, backward, torch_fn, inputs, dtype, **kwargs)
 
 
@@ -118,8 +118,8 @@ def check_against_torch_module(our_module, torch_module, *inputs, **kwargs):
     naming them); both run on the same inputs and random ``dout`` in our module's dtype. Options:
     ``forward_kwargs``, ``torch_kwargs``, ``input_names``, ``seed``, ``rtol``, ``atol``, ``eval_mode``,
     ``verbose``, ``raise_exception``; tolerances as :func:`check_against_torch`. Full documentation:
-    ``reference_torch.check_user.check_against_torch_module``. Raises :class:`OracleUnavailable`
+    ``reference_torch.check.user.check_against_torch_module``. Raises :class:`OracleUnavailable`
     without torch.
     """
-    impl = load("check_user", "nt.check_against_torch_module").check_against_torch_module
+    impl = load("check.user", "nt.check_against_torch_module").check_against_torch_module
     return impl(our_module, torch_module, *inputs, **kwargs)

@@ -1,6 +1,14 @@
 """The PyTorch oracle for ``numpy_transformer``: readable twins of its modules (autograd gradients),
 weight/gradient/dropout-mask conversion, and the checker ``python -m reference_torch.check``.
 
+Laid out as the library: ``nn/`` and ``models/`` hold the twins, file for file
+(``reference_torch/nn/attention.py`` twins ``numpy_transformer/nn/attention.py``,
+``reference_torch/models/gpt.py`` twins ``numpy_transformer/models/gpt.py``); ``convert`` moves weights,
+gradients and masks (a leaf: it imports nothing of this package); ``table`` is the torch side of the
+registry's cases (``numpy_transformer.testing``); ``lockstep`` trains a twin beside a Trainer;
+``check/`` compares (the checker, ``nt.check_against_torch``, the demo's comparison);
+``drill_oracle`` answers the drills.
+
 Needs torch; ``numpy_transformer`` itself never imports this package (only lazily, through
 :mod:`numpy_transformer.oracle`, where a CLI offers it).
 """
@@ -19,11 +27,15 @@ except ImportError as _exc:
 
 from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
                       to_torch)
+from .nn.activations import activation
+from .nn.attention import MultiheadAttention, attention, merge_masks
+from .nn.block import FeedForward
+from .nn.decoder import TransformerDecoder, TransformerDecoderLayer
+from .nn.layers import Dropout, PositionalEncoding, TokenEmbedding
+from .nn.module import ReferenceModule, clear_dropout_masks, set_dropout_masks
+from .nn.seq2seq import Transformer
+from .nn.transformer import TransformerEncoder, TransformerEncoderLayer
 from .table import twin
-from .decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
-from .modules import (Dropout, FeedForward, MultiheadAttention, PositionalEncoding, ReferenceModule, TokenEmbedding,
-                      TransformerEncoder, TransformerEncoderLayer, activation, attention, clear_dropout_masks,
-                      merge_masks, set_dropout_masks)
 
 __all__ = [
     "Dropout", "FeedForward", "MultiheadAttention", "PositionalEncoding", "ReferenceModule", "TokenEmbedding",

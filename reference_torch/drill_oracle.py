@@ -118,7 +118,7 @@ def adapter_decoder_layer(c):
 
 
 def adapter_positional_encoding(c):
-    from .modules import sinusoidal_table
+    from .nn.layers import sinusoidal_table
     return {"pe": _np(sinusoidal_table(c["S"], c["D"], _DT))}
 
 
@@ -132,7 +132,7 @@ def adapter_scaled_dot_product_attention(c):
 
 def adapter_relative_position_bias(c):
     # the buckets from the Hugging Face T5 twin's function, the lookup and its gradient from the table's op
-    from .position_bias import relative_position_bucket
+    from .nn.position_bias import relative_position_bucket
     s, t, nb = c["S"], c["T"], c["W"].shape[0]
     rel = torch.arange(t)[None, :] - (torch.arange(s)[:, None] + t - s)
     buckets = relative_position_bucket(rel, c["bidirectional"], nb, c["max_distance"]).numpy()
@@ -144,8 +144,8 @@ def adapter_relative_position_bias(c):
 
 
 def adapter_alibi(c):
-    """The paper's get_slopes and bias (reference_torch.position_bias, torch ops)."""
-    from .position_bias import alibi_bias, alibi_get_slopes
+    """The paper's get_slopes and bias (reference_torch.nn.position_bias, torch ops)."""
+    from .nn.position_bias import alibi_bias, alibi_get_slopes
     return {"slopes": np.asarray(alibi_get_slopes(c["num_heads"]), dtype=np.float64),
             "bias": alibi_bias(c["num_heads"], c["S"], c["T"]).numpy()}
 

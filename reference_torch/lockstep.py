@@ -7,18 +7,18 @@
     abs_err, rel_err = lockstep.check_weights()
     lockstep.stats.max_loss_rel
 
-It builds a :class:`reference_torch.model.TorchTwin` from the trainer's current weights and optimizer
+It builds a :class:`reference_torch.models.encoder.TorchTwin` from the trainer's current weights and optimizer
 state (so attaching it after ``Trainer.resume`` continues a resumed run), and after each NumPy step
 takes the same step in torch: the same batch, the NumPy forward's dropout masks replayed, the same
 learning rate, clipping and loss (the trainer's ``ignore_index`` and label smoothing). Every model
 kind of ``--model`` has its twin:
 
-* ``encoder``: :class:`reference_torch.model.TorchTransformerModel` (its replay path);
-* ``seq2seq``: :class:`reference_torch.seq2seq_model.TorchSeq2SeqModel` built from the decoder twins
+* ``encoder``: :class:`reference_torch.models.encoder.TorchTransformerModel` (its replay path);
+* ``seq2seq``: :class:`reference_torch.models.seq2seq.TorchSeq2SeqModel` built from the decoder twins
   (``twin=True``), teacher-forced as :class:`numpy_transformer.training.kinds.Seq2SeqKind` (BOS + the target
   shifted right, the source padding masked), the embeddings' shared dropout replaying both uses'
   masks (``model.dropout.masks``);
-* ``gpt``: :class:`reference_torch.gpt.GPT` with the hand-written blocks, next-token prediction on the
+* ``gpt``: :class:`reference_torch.models.gpt.GPT` with the hand-written blocks, next-token prediction on the
   whole sequence.
 
 :attr:`Lockstep.stats` records how far the two runs ever drift.
@@ -34,9 +34,9 @@ import torch
 import numpy_transformer as nt
 from numpy_transformer.tasks import seq2seq as s2s
 
-from . import gpt as gpt_twin
-from .model import TorchTwin
-from .seq2seq_model import twin_of
+from .models import gpt as gpt_twin
+from .models.encoder import TorchTwin
+from .models.seq2seq import twin_of
 
 __all__ = ["Lockstep", "TwinStats"]
 

@@ -1,21 +1,26 @@
 """The one torch table: for every case of ``numpy_transformer.testing``, torch's own implementation.
 
-* :data:`OPS` -- op name -> a function of tensors computing the op with ``torch.nn.functional``
-  (masks arrive in the convention of torch's function of the same name -- ``scaled_dot_product_attention``:
-  bool True = takes part; ``multi_head_attention_forward`` and the modules: bool True = masked out --
-  and are passed to it unchanged);
-  :func:`op_outputs` runs one under autograd with a given upstream gradient.
+* :data:`OPS` -- op name -> a function of tensors computing the op with torch (masks arrive in the
+  convention of torch's function of the same name -- ``scaled_dot_product_attention``: bool True =
+  takes part; ``multi_head_attention_forward`` and the modules: bool True = masked out -- and are passed
+  to it unchanged). A regular op's case names torch's function itself (``OpCase.torch``, a dotted
+  string, with ``OpCase.torch_args`` mapping the arguments): :func:`torch_op` resolves it with importlib,
+  and it needs no entry here. Only the irregular ops have an adapter, in :data:`ADAPTERS` (torch has no
+  such function, or it needs more than its arguments renamed). :func:`op_outputs` runs one under
+  autograd with a given upstream gradient.
 * :data:`MODULES` -- module class name -> how to build torch's module for one of ours (``torch.nn``'s
-  own where torch has it, the hand-written twin of :mod:`reference_torch.modules` otherwise or when
+  own where torch has it, the hand-written twin of :mod:`reference_torch.nn` otherwise or when
   ``oracle="twin"``); :func:`torch_module` builds it and copies the weights in through ``state_dict``.
 * :func:`torch_call` runs a registry module case on the torch side (masks as tensors; ``torch.nn``
   wants the causal mask itself where we accept ``is_causal=True`` alone).
 
-Adding an op: one entry in :data:`OPS` and, for its module, one in :data:`MODULES`.
+Adding a regular op: nothing here (its registry case names torch's function); an irregular one: its
+adapter in :data:`ADAPTERS`. Its module: one entry in :data:`MODULES`.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -23,17 +28,25 @@ import torch
 import torch.nn.functional as TF
 from torch import nn
 
-from . import block as RB
-from . import decoder as RD
-from . import feedforward as RF
-from . import gpt as RG
-from . import modules as R
-from . import rope as RR
-from . import position_bias as RP
-from .convert import to_torch, torch_dtype
+from numpy_transformer import testing
+from numpy_transformer.testing.modules import call as call_case
 
-__all__ = ["OPS", "MODULES", "TORCH_VERSION", "op_outputs", "torch_module", "twin", "torch_call", "module_outputs",
-           "to_tensor"]
+from .convert import to_torch, torch_dtype
+from .models.gpt import GPT
+from .nn import decoder, seq2seq
+from .nn.activations import activation
+from .nn.attention import MultiheadAttention
+from .nn.block import block_like
+from .nn.decoder import DECODER_KINDS, fill_causal_masks
+from .nn.feedforward import SwiGLU
+from .nn.gqa import attention_like
+from .nn.layers import Dropout, LearnedPositionalEmbedding, PositionalEncoding, TokenEmbedding
+from .nn.position_bias import RelativePositionBias
+from .nn.rotary import RotaryEmbedding, rope
+from .nn.transformer import TransformerEncoder, TransformerEncoderLayer
+
+__all__ = ["OPS", "ADAPTERS", "MODULES", "TORCH_VERSION", "resolve", "torch_op", "op_outputs", "torch_module", "twin",
+           "torch_call", "module_outputs", "to_tensor"]
 
 TORCH_VERSION = torch.__version__
 
@@ -54,14 +67,8 @@ def _causal_bool(s, t):
 
 
 # --------------------------------------------------------------------------------------------------
-# ops: torch.nn.functional, with our mask convention translated
+# ops: the irregular ones' adapters; the regular ones named by their registry cases
 # --------------------------------------------------------------------------------------------------
-
-def _sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False):
-    """torch's scaled_dot_product_attention, the mask passed unchanged (the same convention as ours)."""
-    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
-                                           enable_gqa=enable_gqa)
-
 
 def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, **_tiles):
     """torch's scaled_dot_product_attention for our tiled attention, which also takes a mask together
@@ -70,7 +77,8 @@ def _flash(query, key, value, attn_mask=None, is_causal=False, scale=None, enabl
         allowed = ~_causal_bool(query.shape[-2], key.shape[-2])
         attn_mask = attn_mask & allowed if attn_mask.dtype == torch.bool else attn_mask.masked_fill(~allowed, -math.inf)
         is_causal = False
-    return _sdpa(query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    return TF.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                           enable_gqa=enable_gqa)
 
 
 def _mha(x=None, query=None, key=None, value=None, num_heads=1, attn_mask=None, key_padding_mask=None,
@@ -107,34 +115,62 @@ def _dropout(x, p, mask, training=True):
     return x * (mask.to(x.dtype) * (0.0 if p == 1.0 else 1.0 / (1.0 - p)))
 
 
-OPS = {
-    "linear": lambda x, weight, bias=None: TF.linear(x, weight, bias),
+ADAPTERS = {
     "embedding": _embedding,
-    "layer_norm": lambda x, weight=None, bias=None, eps=1e-5, normalized_shape=None: TF.layer_norm(
-        x, tuple(normalized_shape) if normalized_shape is not None else tuple(next(
-            (p.shape for p in (weight, bias) if p is not None), x.shape[-1:])), weight, bias, eps),
-    "rms_norm": lambda x, weight=None, eps=None, normalized_shape=None: TF.rms_norm(
-        x, tuple(normalized_shape) if weight is None else tuple(weight.shape), weight, eps),
-    "softmax": lambda x, axis=-1: TF.softmax(x, dim=axis),
-    "relu": lambda x: TF.relu(x),
-    "gelu": lambda x, approximate="none": TF.gelu(x, approximate=approximate),
-    "silu": lambda x: TF.silu(x),
     # SwiGLU, as Hugging Face's LlamaMLP: down(silu(gate(x)) * up(x))
     "swiglu": lambda x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None: TF.linear(
         TF.silu(TF.linear(x, w_gate, b_gate)) * TF.linear(x, w_up, b_up), w_down, b_down),
     "dropout": _dropout,
-    "scaled_dot_product_attention": _sdpa,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
-    "scaled_dot_product_attention_gqa": _sdpa,       # enable_gqa=True arrives in the static options
-    "flash_attention_gqa": _flash,
+    "flash_attention_gqa": _flash,                   # enable_gqa=True arrives in the static options
     "multi_head_attention": _mha,
-    "rope": RR.rope,                                 # torch has no RoPE: HF's rotate_half, Meta's complex twin
+    "rope": rope,                                    # torch has no RoPE: HF's rotate_half, Meta's complex twin
     # T5's lookup W[buckets] -> (H, S, T): torch's embedding of the (query, key) pairs' buckets
     "relative_position_bias": lambda weight, buckets: TF.embedding(buckets, weight).permute(2, 0, 1),
-    "cross_entropy": lambda input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0:
-        TF.cross_entropy(input, target, weight, ignore_index=ignore_index, reduction=reduction,
-                         label_smoothing=label_smoothing),
 }
+
+
+def resolve(dotted):
+    """The object a dotted name names (``"torch.nn.functional.layer_norm"``): the longest prefix that
+    imports as a module (importlib), then attributes. Raises ``LookupError`` naming what is missing."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:n]))
+        except ImportError:
+            continue
+        for i, attr in enumerate(parts[n:], n):
+            if not hasattr(obj, attr):
+                raise LookupError(f"{dotted!r}: {'.'.join(parts[:i])} has no attribute {attr!r}")
+            obj = getattr(obj, attr)
+        return obj
+    raise LookupError(f"{dotted!r}: no module {parts[0]!r} to import")
+
+
+def torch_op(name):
+    """Torch's function for registry op ``name``, called with our keyword arguments (tensors): the
+    function its case names (``OpCase.torch``, arguments mapped by ``OpCase.torch_kwargs``), or the
+    op's adapter in :data:`ADAPTERS` when the case names none."""
+    if name not in testing.OPS:
+        raise KeyError(f"no op {name!r} in the registry (numpy_transformer.testing.OPS)")
+    case = testing.OPS[name]
+    if case.torch is None:
+        if name not in ADAPTERS:
+            raise LookupError(f"op {name!r} has no torch side: its registry case names no torch function "
+                              "(OpCase.torch) and reference_torch.table.ADAPTERS has no adapter for it")
+        return ADAPTERS[name]
+    fn = resolve(case.torch)
+    if not callable(fn):
+        raise TypeError(f"op {name!r}: OpCase.torch={case.torch!r} names a {type(fn).__name__}, not a function")
+
+    def op(**kwargs):
+        return fn(**case.torch_kwargs(kwargs))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``{case.torch}`` with registry op {name!r}'s arguments mapped (OpCase.torch_kwargs)."
+    return op
+
+
+OPS = {name: torch_op(name) for name in testing.OPS}
 
 
 def op_outputs(name, inputs, static, dout, dtype=np.float64, nondiff=()):
@@ -160,15 +196,15 @@ def op_outputs(name, inputs, static, dout, dtype=np.float64, nondiff=()):
 # --------------------------------------------------------------------------------------------------
 
 def _layer(m, twin=False):
-    cls = R.TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
+    cls = TransformerEncoderLayer if twin else nn.TransformerEncoderLayer
     return cls(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features, dropout=m.dropout.p,
-               activation=R.activation(m.activation),
+               activation=activation(m.activation),
                layer_norm_eps=m.norm1.eps, batch_first=m.batch_first, norm_first=m.norm_first,
                bias=m.linear1.bias is not None)
 
 
 def _mha_module(m, twin=False):
-    cls = R.MultiheadAttention if twin else nn.MultiheadAttention
+    cls = MultiheadAttention if twin else nn.MultiheadAttention
     return cls(m.embed_dim, m.num_heads, dropout=m.dropout, bias=m.in_proj_bias is not None,
                add_bias_kv=m.bias_k is not None, add_zero_attn=m.add_zero_attn, kdim=m.kdim, vdim=m.vdim,
                batch_first=m.batch_first)
@@ -177,7 +213,7 @@ def _mha_module(m, twin=False):
 def _encoder(m, twin=False):
     norm = None if m.norm is None else MODULES["LayerNorm"](m.norm, twin)
     if twin:
-        return R.TransformerEncoder([_layer(layer, twin=True) for layer in m.layers], norm)
+        return TransformerEncoder([_layer(layer, twin=True) for layer in m.layers], norm)
     return nn.TransformerEncoder(_layer(m.layers[0]), m.num_layers, norm=norm, enable_nested_tensor=False)
 
 
@@ -189,29 +225,30 @@ MODULES = {
     "LayerNorm": lambda m, twin=False: nn.LayerNorm(m.normalized_shape, eps=m.eps,
                                                     elementwise_affine=m.elementwise_affine, bias=m.bias is not None),
     "RMSNorm": lambda m, twin=False: nn.RMSNorm(m.normalized_shape, eps=m.eps, elementwise_affine=m.elementwise_affine),
-    "Dropout": lambda m, twin=False: R.Dropout(m.p),
+    "Dropout": lambda m, twin=False: Dropout(m.p),
     "MultiheadAttention": _mha_module,
     "TransformerEncoderLayer": _layer,
     "TransformerEncoder": _encoder,
     # torch has no such classes: the twins are the oracle (their sub-modules are torch.nn's)
-    "TokenEmbedding": lambda m, twin=False: R.TokenEmbedding(m.embedding.num_embeddings, m.d_model),
-    "PositionalEncoding": lambda m, twin=False: R.PositionalEncoding(m.d_model, m.max_len),
-    "RotaryEmbedding": lambda m, twin=False: RR.RotaryEmbedding(m.dim, m.base, m.interleaved),
-    "LearnedPositionalEmbedding": lambda m, twin=False: R.LearnedPositionalEmbedding(m.max_len, m.d_model),
+    "TokenEmbedding": lambda m, twin=False: TokenEmbedding(m.embedding.num_embeddings, m.d_model),
+    "PositionalEncoding": lambda m, twin=False: PositionalEncoding(m.d_model, m.max_len),
+    "RotaryEmbedding": lambda m, twin=False: RotaryEmbedding(m.dim, m.base, m.interleaved),
+    "LearnedPositionalEmbedding": lambda m, twin=False: LearnedPositionalEmbedding(m.max_len, m.d_model),
     "SiLU": lambda m, twin=False: nn.SiLU(),
-    "SwiGLU": lambda m, twin=False: RF.SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
+    "SwiGLU": lambda m, twin=False: SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
-    "GPT": lambda m, twin=False: RG.GPT(m.config, twin=twin),
+    "GPT": lambda m, twin=False: GPT(m.config, twin=twin),
     # torch has no such modules: torch's own scaled_dot_product_attention(enable_gqa=True) ("torch.nn")
     # or the textbook repeat_interleave twin ("twin"), built from torch.nn's Linear and norms
-    "GroupedQueryAttention": lambda m, twin=False: RB.attention_like(m, twin),
-    "TransformerBlock": lambda m, twin=False: RB.block_like(m, twin),
+    "GroupedQueryAttention": lambda m, twin=False: attention_like(m, twin),
+    "TransformerBlock": lambda m, twin=False: block_like(m, twin),
     # torch has no T5 bias: the twin transcribes Hugging Face's T5Attention (relative_attention_bias, compute_bias)
-    "RelativePositionBias": lambda m, twin=False: RP.RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
+    "RelativePositionBias": lambda m, twin=False: RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
                                                                           m.bidirectional),
 }
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
-MODULES.update(RD.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))
+for _twins in (decoder, seq2seq):
+    MODULES.update(_twins.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))
 
 
 def torch_module(np_module, oracle="torch.nn", dtype=None):
@@ -239,17 +276,16 @@ def torch_call(module, cfg, x, other, oracle="torch.nn"):
     """Run registry module case ``cfg`` on a torch module: NumPy masks become tensors (unchanged: the
     modules' convention is torch's), and for ``torch.nn`` an ``is_causal=True`` without a mask gets the
     causal mask too (torch wants both)."""
-    from numpy_transformer.testing.modules import call
     other = {k: (torch.from_numpy(np.array(v, copy=True)) if isinstance(v, np.ndarray) else v)
              for k, v in other.items()}
-    if cfg["kind"] in RD.DECODER_KINDS:
+    if cfg["kind"] in DECODER_KINDS:
         if oracle == "torch.nn":
-            RD.fill_causal_masks(cfg["kind"], list(x.values()), other, cfg["batch_first"])
-        return call(module, cfg, x, other)
+            fill_causal_masks(cfg["kind"], list(x.values()), other, cfg["batch_first"])
+        return call_case(module, cfg, x, other)
     if oracle == "torch.nn" and other.get("is_causal") and other.get("attn_mask") is None:
         s, t = cfg["S"], cfg["T"]
         other["attn_mask"] = _causal_bool(s, t)
-    return call(module, cfg, x, other)
+    return call_case(module, cfg, x, other)
 
 
 # the keyword holding each module's attention mask
@@ -265,7 +301,7 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
     targs = [to_tensor(a, dt, requires_grad=np.asarray(a).dtype.kind == "f") for a in args]
     tkw = {k: (to_tensor(v, dt) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     name = type(np_module).__name__
-    RD.fill_causal_masks(name, targs, tkw, getattr(np_module, "batch_first", True))
+    fill_causal_masks(name, targs, tkw, getattr(np_module, "batch_first", True))
     mask_kw = _MASK_KWARG.get(name)
     if mask_kw and tkw.get("is_causal") and tkw.get(mask_kw) is None:
         q = targs[0]
@@ -289,5 +325,5 @@ def module_outputs(np_module, args, kwargs, input_names, dout, dtype=np.float64)
 def twin(np_module):
     """The PyTorch module matching ``np_module`` (same configuration, weights copied, same train/eval
     mode): ``torch.nn.Linear``/``Embedding``/``LayerNorm`` for the leaves, the hand-written twins of
-    :mod:`reference_torch.modules` for the rest (:func:`torch_module` with ``oracle="twin"``)."""
+    :mod:`reference_torch.nn` for the rest (:func:`torch_module` with ``oracle="twin"``)."""
     return torch_module(np_module, "twin")

@@ -19,7 +19,7 @@ from numpy_transformer import oracle
 from numpy_transformer.cli import main
 
 torch = pytest.importorskip("torch")
-from reference_torch.check_user import TorchCheckError, TorchCheckResult  # noqa: E402
+from reference_torch.check.user import TorchCheckError, TorchCheckResult  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "docs", "examples", "check_layer_norm.py")

@@ -1,5 +1,5 @@
 """``train --check-torch`` for ``--model seq2seq`` and ``--model gpt``: the torch twins
-(reference_torch.seq2seq_model with the decoder twins, reference_torch.gpt) train in lockstep with the
+(reference_torch.models.seq2seq with the decoder twins, reference_torch.models.gpt) train in lockstep with the
 NumPy model in float64, dropout active and replayed, and the report is the encoder's. Without the
 replayed masks the same check reports a large difference (it can fail)."""
 
@@ -65,7 +65,7 @@ def test_lockstep_needs_the_replayed_masks(kind, monkeypatch):
     """The same run with the mask replay switched off (the twins draw torch's own masks) drifts far
     beyond the tolerance: the lockstep's agreement is the masks', not an accident."""
     from reference_torch import lockstep as L
-    from reference_torch import modules as R
+    from reference_torch.nn import module as R
     trainer = Trainer(_config(kind))
     good = trainer.add_callback(L.Lockstep(trainer))
     trainer.train()
@@ -85,7 +85,7 @@ def test_seq2seq_twin_replays_both_uses_of_the_embedding_dropout():
 
     import numpy_transformer as nt
     from numpy_transformer.tasks import seq2seq as s2s
-    from reference_torch.seq2seq_model import twin_of
+    from reference_torch.models.seq2seq import twin_of
     m = nt.Seq2SeqModel(12, 12, d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
                         dropout=0.3, max_len=8, dtype=np.float64, seed=0)
     rng = np.random.default_rng(0)

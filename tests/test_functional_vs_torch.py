@@ -23,7 +23,8 @@ import numpy_transformer.functional as F
 from numpy_transformer import testing as registry
 from numpy_transformer.testing import HypothesisChooser
 from reference_torch import check, convert, table
-from reference_torch import modules as R
+from reference_torch.nn import attention as R
+from reference_torch.nn import layers as RL
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
 # slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.
@@ -230,7 +231,7 @@ def test_dropout_mask_replay(dtype, shape, p, seed):
         assert cache.mask is None and y is x and dx is g
         return
     assert cache.mask.dtype == np.bool_ and cache.mask.shape == x.shape
-    against_torch(dtype, {"out": y, "dx": dx}, lambda x, mask: R.dropout(x, p, mask), {"x": x}, g,
+    against_torch(dtype, {"out": y, "dx": dx}, lambda x, mask: RL.dropout(x, p, mask), {"x": x}, g,
                   consts={"mask": cache.mask})
     # and the replayed arithmetic is plain torch: x * keep / (1 - p)
     if p < 1.0:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer as nt
-from reference_torch import gpt as RG
+from reference_torch.models import gpt as RG
 
 torch.set_num_threads(1)
 

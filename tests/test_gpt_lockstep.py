@@ -1,4 +1,4 @@
-"""nt.GPT and its PyTorch twin (reference_torch.gpt), trained side by side in float64.
+"""nt.GPT and its PyTorch twin (reference_torch.models.gpt), trained side by side in float64.
 
 Same initial weights, same batches (next-token prediction with padded tails ignored), dropout active
 with the same masks (replayed from the NumPy forward), the same loss, clipping, schedule and
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as tF
 
 import numpy_transformer as nt
-from reference_torch import gpt as RG
+from reference_torch.models import gpt as RG
 from tests._compare import assert_close
 
 torch.set_num_threads(1)

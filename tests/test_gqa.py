@@ -14,7 +14,7 @@ from _compare import assert_close
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-from reference_torch.modules import attention as torch_attention  # noqa: E402
+from reference_torch.nn.attention import attention as torch_attention  # noqa: E402
 
 
 @st.composite

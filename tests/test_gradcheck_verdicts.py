@@ -137,7 +137,7 @@ def test_raise_exception_raises_gradcheck_error_and_the_default_returns_the_repo
 
 
 def test_gradcheck_error_is_exported_and_is_torchs_kind_of_error():
-    from reference_torch.check_report import TorchCheckError
+    from reference_torch.check.report import TorchCheckError
     assert nt.GradcheckError is GradcheckError and "GradcheckError" in nt.__all__
     assert issubclass(GradcheckError, RuntimeError) and issubclass(GradcheckError, AssertionError)
     assert issubclass(TorchCheckError, GradcheckError)

@@ -8,7 +8,7 @@
   weights, every input gradient and every named parameter gradient are compared, under a random
   upstream gradient. The drawing and running code is :mod:`reference_torch.check`'s, so the checker
   and these tests exercise the same comparisons.
-* twins (:mod:`reference_torch.modules`) with dropout active: our masks are replayed on the torch side.
+* twins (:mod:`reference_torch.nn`) with dropout active: our masks are replayed on the torch side.
 * ``state_dict`` keys and shapes: identical to torch's, in order.
 """
 
@@ -28,7 +28,8 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 import reference_torch as R
-from reference_torch import check, convert, table
+from reference_torch import convert, table
+from reference_torch.check import checker as check
 from reference_torch.check import HypothesisChooser
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x

@@ -30,9 +30,9 @@ def no_torch(monkeypatch):
 
 def test_load_and_available_without_torch(no_torch):
     assert oracle.available() == (False, "torch not installed")
-    assert oracle.available("model") == (False, "torch not installed")
+    assert oracle.available("models.encoder") == (False, "torch not installed")
     with pytest.raises(oracle.OracleUnavailable) as info:
-        oracle.load("model", purpose="--check-torch")
+        oracle.load("models.encoder", purpose="--check-torch")
     exc = info.value
     assert isinstance(exc, ImportError) and exc.torch_missing and exc.reason == "torch not installed"
     assert str(exc) == f"--check-torch {HINT}"
@@ -41,8 +41,8 @@ def test_load_and_available_without_torch(no_torch):
 
 def test_load_names_a_real_import_error():
     pytest.importorskip("torch")
-    assert oracle.available("model") == (True, None)
-    assert oracle.load("model").__name__ == "reference_torch.model"
+    assert oracle.available("models.encoder") == (True, None)
+    assert oracle.load("models.encoder").__name__ == "reference_torch.models.encoder"
     with pytest.raises(oracle.OracleUnavailable, match=r"reference_torch\.no_such_module, which failed to import: "
                                                          r"ModuleNotFoundError") as info:
         oracle.load("no_such_module")

@@ -79,7 +79,7 @@ def test_attention_weights_are_the_models_own():
     """Per head, rows sum to 1, equal torch.nn.MultiheadAttention's weights on the same layer inputs,
     and capturing them changes neither the output nor the module."""
     torch = pytest.importorskip("torch")
-    from reference_torch.model import to_torch
+    from reference_torch.models.encoder import to_torch
     model = nt.TransformerModel(vocab_size=12, d_model=16, nhead=4, num_layers=2, dim_feedforward=32,
                                 dropout=0.1, max_len=7, norm_first=True, dtype=np.float64, seed=0)
     ids = np.random.default_rng(0).integers(0, 12, size=(2, 7))

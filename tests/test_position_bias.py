@@ -22,7 +22,7 @@ from _compare import assert_close
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from reference_torch import position_bias as RP
+from reference_torch.nn import position_bias as RP
 from reference_torch.table import torch_module
 
 torch.set_num_threads(1)

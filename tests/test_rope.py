@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer.functional as F
-from reference_torch import rope as RR
+from reference_torch.nn import rotary as RR
 from reference_torch import table
 
 torch.set_num_threads(1)

@@ -114,7 +114,7 @@ def test_gradients_match_finite_differences(pos):
 @given(pos=st.sampled_from(["sinusoidal", "learned"]), norm_first=st.booleans(), seed=st.integers(0, 2 ** 16))
 def test_matches_torch_twin_float64(pos, norm_first, seed):
     torch = pytest.importorskip("torch")
-    from reference_torch.seq2seq_model import twin_of
+    from reference_torch.models.seq2seq import twin_of
     rng = np.random.default_rng(seed)
     m = _model(pos, norm_first, seed=seed)
     twin = twin_of(m).train()
@@ -135,7 +135,7 @@ def test_matches_torch_twin_float64(pos, norm_first, seed):
 
 def test_matches_torch_twin_float32():
     torch = pytest.importorskip("torch")
-    from reference_torch.seq2seq_model import twin_of
+    from reference_torch.models.seq2seq import twin_of
     rng = np.random.default_rng(5)
     m = _model(dtype=np.float32)
     twin = twin_of(m)

@@ -153,8 +153,8 @@ def test_silu_layers_vs_torch(kind, dtype):
 
 def test_silu_models_vs_torch_twins():
     """TransformerModel and Seq2SeqModel with activation="silu" (and learned positions) against their twins."""
-    from reference_torch.model import to_torch
-    from reference_torch.seq2seq_model import twin_of
+    from reference_torch.models.encoder import to_torch
+    from reference_torch.models.seq2seq import twin_of
     rng = np.random.default_rng(4)
     m = nt.TransformerModel(11, d_model=8, nhead=2, num_layers=2, dim_feedforward=12, dropout=0.0, max_len=9,
                             activation="silu", pos_encoding="learned", dtype=np.float64, seed=2)

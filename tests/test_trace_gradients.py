@@ -10,7 +10,7 @@ import numpy_transformer as nt
 
 torch = pytest.importorskip("torch")
 
-from reference_torch.rope import rope as torch_rope  # noqa: E402
+from reference_torch.nn.rotary import rope as torch_rope  # noqa: E402
 
 TOL = 1e-10
 

@@ -12,7 +12,7 @@ import torch.nn.functional as tF
 
 import numpy_transformer as nt
 from numpy_transformer.tasks import data as ntdata
-from reference_torch.model import TorchTransformerModel, from_torch, to_torch
+from reference_torch.models.encoder import TorchTransformerModel, from_torch, to_torch
 from tests._compare import assert_close
 
 STEPS = 25

@@ -80,7 +80,7 @@ def load_check_file(path):
 
 def run(args):
     try:
-        impl = oracle.load("check_user", "numpy-transformer check")
+        impl = oracle.load("check.user", "numpy-transformer check")
     except oracle.OracleUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -198,7 +198,7 @@ def run(args):
 
 def _compare_with_torch(model, inputs, dy, dtype):
     try:
-        demo_check = oracle.load("demo_check")
+        demo_check = oracle.load("check.demo")
     except oracle.OracleUnavailable as exc:
         print(f"\nPyTorch comparison skipped: {exc}")
         return

@@ -9,7 +9,7 @@
 
 Its ``state_dict`` keys are ``embed.weight``, ``pos_embed.weight`` (learned positions only),
 ``encoder.layers.{i}.…`` / ``encoder.norm.…`` exactly as ``torch.nn.TransformerEncoder``, and
-``head.weight`` / ``head.bias``; :mod:`reference_torch.model` builds the PyTorch twin from it.
+``head.weight`` / ``head.bias``; :mod:`reference_torch.models.encoder` builds the PyTorch twin from it.
 """
 
 from __future__ import annotations

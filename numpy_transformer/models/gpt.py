@@ -29,7 +29,7 @@ one table for every block). The names follow nanoGPT (``wte``, ``wpe``, ``h``,
 Incremental decoding: ``logits, cache = model(ids, past_key_values=cache, use_cache=True)`` runs only
 the new positions through each block, attending them to the keys and values cached so far
 (:mod:`numpy_transformer.nn.kv_cache`); :meth:`GPT.generate` builds on it
-(:mod:`numpy_transformer.models.generation`). :mod:`reference_torch.gpt` is the torch twin.
+(:mod:`numpy_transformer.models.generation`). :mod:`reference_torch.models.gpt` is the torch twin.
 """
 
 from __future__ import annotations

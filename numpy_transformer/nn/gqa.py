@@ -10,7 +10,7 @@ Shapes: B batch, S queries, T keys, D model width, H query heads, Hkv key/value 
     ctx = sdpa(q, k, v, bias + causal, enable_gqa=True)   # query head h reads kv head h // (H / Hkv)
     out = o_proj(merge(ctx))                   # (B, S, D)
 
-torch.nn has no such module; :mod:`reference_torch.block` holds its torch twin (autograd for the
+torch.nn has no such module; :mod:`reference_torch.nn.gqa` holds its torch twin (autograd for the
 gradients), compared in ``tests/test_block.py``.
 """
 

@@ -15,7 +15,7 @@ class RotaryEmbedding(Module):
     """Rotary position embedding of queries or keys (x of shape (..., S, dim)): each feature pair at
     position p turned by ``p * base ** (-2i / dim)`` (see :func:`numpy_transformer.functional.rope_forward`).
 
-    torch.nn has no such module; the oracle is ``reference_torch.rope.RotaryEmbedding`` (Hugging Face
+    torch.nn has no such module; the oracle is ``reference_torch.nn.rotary.RotaryEmbedding`` (Hugging Face
     Llama's rotate_half formula, Meta's complex product for ``interleaved=True``). It has no parameters
     and takes float32 or float64 input as it comes. Apply it to q and k after their projections, never
     to v.

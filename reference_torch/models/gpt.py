@@ -5,7 +5,7 @@
 ``lm_head.weight = wte.weight``), so weights move both ways unchanged (:func:`to_torch`,
 :func:`from_torch`). Its blocks are
 
-* ``twin=True``: the hand-written :class:`reference_torch.modules.TransformerEncoderLayer` twins, whose
+* ``twin=True``: the hand-written :class:`reference_torch.nn.transformer.TransformerEncoderLayer` twins, whose
   dropouts replay the NumPy masks (``set_dropout_masks(nt.dropout_masks(model))``): the lockstep
   training test and the registry's twin comparison;
 * ``twin=False``: ``torch.nn.TransformerEncoderLayer(norm_first=True)`` itself (dropout 0): the
@@ -30,10 +30,13 @@ from torch import nn
 
 import numpy_transformer as nt
 
-from .convert import torch_dtype
-from . import block as RB
-from .modules import Dropout, PositionalEncoding, ReferenceModule, TransformerEncoderLayer, activation
-from .position_bias import RelativePositionBias, alibi_bias
+from ..convert import torch_dtype
+from ..nn import block as RB
+from ..nn.activations import activation
+from ..nn.layers import Dropout, PositionalEncoding
+from ..nn.module import ReferenceModule
+from ..nn.position_bias import RelativePositionBias, alibi_bias
+from ..nn.transformer import TransformerEncoderLayer
 
 __all__ = ["GPT", "to_torch", "from_torch", "greedy"]
 

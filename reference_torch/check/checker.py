@@ -12,7 +12,7 @@ unbatched inputs, bias, eps, kdim/vdim, add_bias_kv/add_zero_attn, masks), build
 (``reference_torch.table.torch_module``; dropout 0, random weights and biases), copies its weights
 into the NumPy module through ``state_dict``, runs both forward, back-propagates the same *random* upstream gradient and
 compares the output, the attention weights, every input gradient and every parameter gradient.
-``--twins`` adds the hand-written twins of :mod:`reference_torch.modules` with dropout active (the
+``--twins`` adds the hand-written twins of :mod:`reference_torch.nn` with dropout active (the
 NumPy masks replayed).
 
 It prints one row per module and tensor (worst max-abs and normwise relative error over the trials)
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import sys
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -46,11 +45,13 @@ from numpy_transformer.testing import make_masks
 from numpy_transformer.testing.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
                                                make_inputs)
 
-from . import convert, table
+from .. import convert, table
 
 __all__ = [
     "RandomChooser", "HypothesisChooser", "KINDS", "TWIN_KINDS", "draw_config", "compare", "Result",
     "SELF_MASKS", "CROSS_MASKS", "make_masks", "run", "main", "FLOAT32_SIZES", "MIN_LAYER_NORM_D",
+    "TOLERANCE", "SCALE_FLOOR", "reference_in_float64", "float32_verdicts", "assert_float32_close", "verify_float32",
+    "pairs_floor", "format_table",
 ]
 
 TOLERANCE = {"float64": 1e-9, "float32": 1e-4}
@@ -383,7 +384,3 @@ def main(argv=None):
         return 1
     print(f"\nOK: worst relative error {worst:.2e} <= {tol:g}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,11 @@
-"""PyTorch twins of :class:`numpy_transformer.nn.GroupedQueryAttention` and
-:class:`numpy_transformer.nn.TransformerBlock`: the same keys and maths, written with torch ops
-(autograd for the gradients), the attention dropout replaying NumPy's masks.
+"""Twin of ``numpy_transformer/nn/gqa.py``: :class:`GroupedQueryAttention` (keys ``q_proj``, ``k_proj``,
+``v_proj``, ``o_proj``), the same maths written with torch ops (autograd for the gradients), the
+attention dropout replaying NumPy's masks.
 
 The grouped heads are expanded the textbook way, ``k.repeat_interleave(H // Hkv, dim=1)``, and the
-attention is :func:`reference_torch.modules.attention` (scores, mask, softmax, dropout, times v): an
-independent route from ours, which never copies the shared heads.
+attention is :func:`reference_torch.nn.attention.attention` (scores, mask, softmax, dropout, times v):
+an independent route from ours, which never copies the shared heads. ``use_sdpa=True`` runs torch's
+own ``scaled_dot_product_attention(enable_gqa=True)`` instead.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import torch
 import torch.nn.functional as TF
 from torch import nn
 
-from .convert import torch_dtype
-from .modules import Dropout, FeedForward, ReferenceModule, attention
+from ..convert import torch_dtype
+from .attention import attention
+from .module import ReferenceModule
+from .rotary import rope
 
-__all__ = ["GroupedQueryAttention", "TransformerBlock", "attention_like", "block_like"]
+__all__ = ["GroupedQueryAttention", "attention_like"]
 
 
 class GroupedQueryAttention(ReferenceModule):
@@ -42,11 +45,10 @@ class GroupedQueryAttention(ReferenceModule):
     def _rotate(self, x, positions):
         if not self.rope:
             return x
-        from .rope import rope as rotate
         if positions is not None:
             positions = torch.as_tensor(positions)
             positions = positions[:, None, :] if positions.dim() == 2 else positions          # (B, 1, S)
-        return rotate(x, positions, base=self.rope_base, interleaved=self.rope_interleaved)
+        return rope(x, positions, base=self.rope_base, interleaved=self.rope_interleaved)
 
     def forward(self, x, attn_bias=None, is_causal=False, attn_mask=None, positions=None):
         b, s, d = x.shape
@@ -69,53 +71,9 @@ class GroupedQueryAttention(ReferenceModule):
         return self.o_proj(ctx.transpose(1, 2).reshape(b, s, d))
 
 
-class TransformerBlock(ReferenceModule):
-    """Twin of ``nt.TransformerBlock`` (keys ``norm1``, ``self_attn.*``, ``norm2``, ``mlp.*``)."""
-
-    def __init__(self, d_model, nhead, dim_feedforward, num_kv_heads=None, dropout=0.0, ffn="gelu",
-                 norm="layernorm", norm_first=True, bias=True, layer_norm_eps=1e-5, rope=False, rope_base=10000.0,
-                 rope_interleaved=False, dtype=torch.float64, use_sdpa=False):
-        super().__init__()
-        self.norm_first = norm_first
-        self.self_attn = GroupedQueryAttention(d_model, nhead, num_kv_heads, bias, dropout, rope, rope_base,
-                                               rope_interleaved, dtype=dtype, use_sdpa=use_sdpa)
-        if ffn == "swiglu":
-            from .feedforward import SwiGLU
-            self.mlp = SwiGLU(d_model, dim_feedforward, bias=bias, dtype=dtype)
-        else:
-            self.mlp = FeedForward(d_model, dim_feedforward, dropout, activation=ffn, bias=bias, dtype=dtype)
-        if norm == "rmsnorm":
-            self.norm1, self.norm2 = (nn.RMSNorm(d_model, eps=layer_norm_eps, dtype=dtype) for _ in range(2))
-        else:
-            self.norm1, self.norm2 = (nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
-                                      for _ in range(2))
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-
-    def forward(self, x, attn_bias=None, is_causal=False, attn_mask=None, positions=None):
-        kw = dict(attn_bias=attn_bias, is_causal=is_causal, attn_mask=attn_mask, positions=positions)
-        if self.norm_first:
-            x = x + self.dropout1(self.self_attn(self.norm1(x), **kw))
-            return x + self.dropout2(self.mlp(self.norm2(x)))
-        x = self.norm1(x + self.dropout1(self.self_attn(x, **kw)))
-        return self.norm2(x + self.dropout2(self.mlp(x)))
-
-
 def attention_like(m, twin=True):
     """The torch module for an ``nt.GroupedQueryAttention`` (weights not copied: ``table.torch_module``
     does that): the repeat_interleave twin, or (``twin=False``) torch's own sdpa with ``enable_gqa``."""
     return GroupedQueryAttention(m.embed_dim, m.num_heads, m.num_kv_heads, m.q_proj.bias is not None, m.dropout,
                                  m.rope, m.rope_base, m.rope_interleaved, dtype=torch_dtype(m.dtype),
                                  use_sdpa=not twin)
-
-
-def block_like(block, twin=True):
-    """The torch module for an ``nt.TransformerBlock`` (weights not copied)."""
-    a = block.self_attn
-    return TransformerBlock(block.d_model, a.num_heads, _ffn_width(block), a.num_kv_heads, a.dropout, block.ffn,
-                            block.norm, block.norm_first, a.q_proj.bias is not None, block.norm1.eps, a.rope,
-                            a.rope_base, a.rope_interleaved, dtype=torch_dtype(block.dtype), use_sdpa=not twin)
-
-
-def _ffn_width(block):
-    mlp = block.mlp
-    return mlp.linear1.out_features if hasattr(mlp, "linear1") else mlp.up_proj.out_features

@@ -19,7 +19,7 @@ from numpy_transformer.study.gradchecking import GradcheckError
 
 __all__ = ["TOL", "SCALE_FLOOR", "Comparison", "TorchCheckResult", "TorchCheckError", "compare"]
 
-# Normwise relative tolerance per dtype (why these values: reference_torch.check_user's docstring).
+# Normwise relative tolerance per dtype (why these values: reference_torch.check.user's docstring).
 TOL = {np.dtype(np.float64): 1e-10, np.dtype(np.float32): 1e-4}
 SCALE_FLOOR = 1e-4
 

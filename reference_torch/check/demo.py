@@ -10,9 +10,9 @@ import torch
 
 import numpy_transformer as nt
 
-from . import modules as R
-from .table import twin
-from .table import torch_module
+from ..nn.layers import Dropout
+from ..nn.module import set_dropout_masks
+from ..table import torch_module, twin
 
 
 def _errors(ours, ref):
@@ -61,8 +61,8 @@ def torch_decoder_layer(block):
     for name in ("self_attn", "multihead_attn"):
         setattr(tm, name, twin(getattr(block, name)))
     for name in ("dropout", "dropout1", "dropout2", "dropout3"):
-        setattr(tm, name, R.Dropout(getattr(block, name).p))
-    R.set_dropout_masks(tm, nt.dropout_masks(block))
+        setattr(tm, name, Dropout(getattr(block, name).p))
+    set_dropout_masks(tm, nt.dropout_masks(block))
     return tm, ("torch.nn.TransformerDecoderLayer, its attention and dropouts the twins that replay our "
                 "dropout masks")
 

@@ -4,7 +4,7 @@ exactly the NumPy model's keys, so weights move over unchanged (``load_state_dic
 
 * ``twin=False`` (default): ``torch.nn.Transformer`` itself; dropout is not replayed (compare with
   ``dropout=0`` or in eval mode).
-* ``twin=True``: the hand-written :class:`reference_torch.decoder.Transformer` twin, whose dropouts
+* ``twin=True``: the hand-written :class:`reference_torch.nn.seq2seq.Transformer` twin, whose dropouts
   replay the NumPy masks (``set_dropout_masks(nt.dropout_masks(model))``); the embeddings' shared
   dropout replays ``embed_masks=model.dropout.masks`` (source, target), one mask per use: the
   lockstep twin of ``train --model seq2seq --check-torch``.
@@ -21,15 +21,16 @@ from torch import nn
 
 import numpy_transformer as nt
 
-from . import modules as R
-from .convert import torch_dtype
-from .modules import activation as activation_fn
-from .decoder import Transformer
+from ..convert import torch_dtype
+from ..nn.activations import activation as activation_fn
+from ..nn.layers import Dropout, dropout
+from ..nn.module import ReferenceModule
+from ..nn.seq2seq import Transformer
 
 __all__ = ["TorchSeq2SeqModel", "twin_of"]
 
 
-class TorchSeq2SeqModel(R.ReferenceModule):
+class TorchSeq2SeqModel(ReferenceModule):
     """The same constructor arguments as ``nt.Seq2SeqModel`` (dtype a torch dtype)."""
 
     def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, nhead=8, num_encoder_layers=2,
@@ -47,7 +48,7 @@ class TorchSeq2SeqModel(R.ReferenceModule):
             pe = torch.from_numpy(nt.sinusoidal_table(max_len, d_model, np.float64)).to(dtype)
             self.register_buffer("pe", pe, persistent=False)
         self.p = dropout
-        self.dropout = R.Dropout(dropout) if twin else nn.Dropout(dropout)
+        self.dropout = Dropout(dropout) if twin else nn.Dropout(dropout)
         with warnings.catch_warnings():       # torch's nested-tensor note about norm_first: not our concern
             warnings.simplefilter("ignore")
             cls = Transformer if twin else nn.Transformer
@@ -62,7 +63,7 @@ class TorchSeq2SeqModel(R.ReferenceModule):
         s = ids.shape[1]
         x = x + (pos_embed(torch.arange(s)) if self.learned else self.pe[:s])
         if mask is not None and self.training:
-            return R.dropout(x, self.p, mask)                        # the NumPy model's mask of this use
+            return dropout(x, self.p, mask)                        # the NumPy model's mask of this use
         return self.dropout(x)
 
     def forward(self, src, tgt, src_key_padding_mask=None, embed_masks=None):

@@ -28,10 +28,11 @@ from torch import nn
 
 import numpy_transformer as nt
 
-from . import block as RB
-from .convert import numpy_dtype, torch_dtype
-from .modules import activation, set_dropout_masks
-from .position_bias import RelativePositionBias, alibi_bias
+from ..convert import numpy_dtype, torch_dtype
+from ..nn import block as RB
+from ..nn.activations import activation
+from ..nn.module import set_dropout_masks
+from ..nn.position_bias import RelativePositionBias, alibi_bias
 
 BIAS_POSITIONS = ("relative", "alibi")
 

@@ -44,7 +44,7 @@ import torch
 from numpy_transformer.study.gradchecking import default_input_names, checker_rng, module_input_grads, upstream_gradient
 from numpy_transformer.study.gradchecking.result import check_flag
 
-from .check_report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
+from .report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare
 
 __all__ = ["check_against_torch", "check_against_torch_module", "TorchCheckResult", "TorchCheckError", "Comparison",
            "TOL"]
@@ -384,4 +384,4 @@ def check_against_torch_module(our_module, torch_module, *inputs, forward_kwargs
     return _finish(result, verbose, raise_exception)
 
 
-_ = (Comparison, TorchCheckError)           # re-exported for ``from reference_torch.check_user import ...``
+_ = (Comparison, TorchCheckError)           # re-exported for ``from reference_torch.check.user import ...``

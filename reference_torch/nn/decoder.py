@@ -1,5 +1,5 @@
-"""PyTorch twins of the decoder modules, written out step by step (autograd gives the gradients), and
-the torch side of the registry's decoder cases.
+"""Twins of ``numpy_transformer/nn/decoder.py``, written out step by step (autograd gives the gradients),
+and the torch side of the registry's decoder cases.
 
 =============================  =====================================  ===================================
 twin                           mirrors                                ``state_dict`` keys
@@ -8,31 +8,35 @@ twin                           mirrors                                ``state_di
                                                                       ``linear1.*``, ``linear2.*``,
                                                                       ``norm1.*``, ``norm2.*``, ``norm3.*``
 ``TransformerDecoder``         ``torch.nn.TransformerDecoder``        ``layers.{i}.*``, ``norm.*``
-``Transformer``                ``torch.nn.Transformer``               ``encoder.*``, ``decoder.*``
 =============================  =====================================  ===================================
 
-As the encoder twins (:mod:`reference_torch.modules`): ``batch_first=True`` by default, stacks take a
-list of layers (``TransformerDecoder.stack(layer, n)`` copies one), every dropout replays the NumPy
-masks (``set_dropout_masks(nt.dropout_masks(ours))``: ``dropout``, ``dropout1..3``, ``self_attn`` and
-``multihead_attn`` for the attention dropouts), a hint with no mask applies the causal mask.
+As the encoder twins (:mod:`reference_torch.nn.transformer`): ``batch_first=True`` by default, stacks
+take a list of layers (``TransformerDecoder.stack(layer, n)`` copies one), every dropout replays the
+NumPy masks (``set_dropout_masks(nt.dropout_masks(ours))``: ``dropout``, ``dropout1..3``, ``self_attn``
+and ``multihead_attn`` for the attention dropouts), a hint with no mask applies the causal mask.
+:func:`fill_causal_masks` gives ``torch.nn``'s decoder modules (and ``Transformer``, whose twin is in
+:mod:`reference_torch.nn.seq2seq`) the masks they want beside a hint.
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 
 import torch
 from torch import nn
 
-from . import modules as R
+from . import activations
+from .attention import MultiheadAttention
+from .layers import Dropout
+from .module import ReferenceModule, as_tensor
+from .transformer import feed_forward, is_causal_mask
 
 DECODER_KINDS = ("TransformerDecoderLayer", "TransformerDecoder", "Transformer")
 
-__all__ = ["DECODER_KINDS", "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "torch_modules", "fill_causal_masks"]
+__all__ = ["DECODER_KINDS", "TransformerDecoderLayer", "TransformerDecoder", "torch_modules", "fill_causal_masks"]
 
 
-class TransformerDecoderLayer(R.ReferenceModule):
+class TransformerDecoderLayer(ReferenceModule):
     """Twin of ``torch.nn.TransformerDecoderLayer``::
 
         norm_first=False (post-LN):  x = norm1(x + sa(x));  x = norm2(x + mha(x, m));  x = norm3(x + ff(x))
@@ -45,20 +49,20 @@ class TransformerDecoderLayer(R.ReferenceModule):
                  batch_first=True, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
         kw = dict(device=device, dtype=dtype)
-        self.self_attn = R.MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
-        self.multihead_attn = R.MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=True, **kw)
         self.linear1 = nn.Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = R.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(dim_feedforward, d_model, bias=bias, **kw)
         self.norm_first = norm_first
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1 = R.Dropout(dropout)
-        self.dropout2 = R.Dropout(dropout)
-        self.dropout3 = R.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
         self.batch_first = batch_first
-        self.activation = R.activation(activation)
+        self.activation = activations.activation(activation)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
@@ -66,9 +70,9 @@ class TransformerDecoderLayer(R.ReferenceModule):
         unbatched = tgt.dim() == 2
         if unbatched:                                                                  # a batch of one
             x, m = tgt[None], memory[None]
-            tgt_key_padding_mask = None if tgt_key_padding_mask is None else R._tensor(tgt_key_padding_mask)[None]
+            tgt_key_padding_mask = None if tgt_key_padding_mask is None else as_tensor(tgt_key_padding_mask)[None]
             memory_key_padding_mask = (None if memory_key_padding_mask is None
-                                       else R._tensor(memory_key_padding_mask)[None])
+                                       else as_tensor(memory_key_padding_mask)[None])
         elif self.batch_first:
             x, m = tgt, memory
         else:
@@ -98,10 +102,10 @@ class TransformerDecoderLayer(R.ReferenceModule):
         return self.dropout2(out)
 
     def _ff_block(self, x):
-        return self.dropout3(R.feed_forward(x, self.linear1, self.activation, self.dropout, self.linear2))
+        return self.dropout3(feed_forward(x, self.linear1, self.activation, self.dropout, self.linear2))
 
 
-class TransformerDecoder(R.ReferenceModule):
+class TransformerDecoder(ReferenceModule):
     """Twin of ``torch.nn.TransformerDecoder``: ``layers`` in order (each attends to the same memory),
     then the optional final ``norm``."""
 
@@ -121,7 +125,7 @@ class TransformerDecoder(R.ReferenceModule):
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
         if tgt_is_causal is None:
-            tgt_is_causal = R._is_causal_mask(tgt_mask)
+            tgt_is_causal = is_causal_mask(tgt_mask)
         x = tgt
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
@@ -131,36 +135,6 @@ class TransformerDecoder(R.ReferenceModule):
         return x
 
 
-class Transformer(R.ReferenceModule):
-    """Twin of ``torch.nn.Transformer``: ``memory = encoder(src)``; ``decoder(tgt, memory)`` (each with a
-    final LayerNorm unless custom). ``custom_encoder``/``custom_decoder`` as torch."""
-
-    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6, dim_feedforward=2048,
-                 dropout=0.1, activation="relu", custom_encoder=None, custom_decoder=None, layer_norm_eps=1e-5,
-                 batch_first=True, norm_first=False, bias=True, device=None, dtype=None):
-        super().__init__()
-        kw = dict(device=device, dtype=dtype)
-        args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, norm_first, bias)
-        self.encoder = custom_encoder if custom_encoder is not None else R.TransformerEncoder.stack(
-            R.TransformerEncoderLayer(*args, **kw), num_encoder_layers,
-            nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
-        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder.stack(
-            TransformerDecoderLayer(*args, **kw), num_decoder_layers,
-            nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
-
-    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
-                tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
-                memory_is_causal=False):
-        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal)
-        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                            tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
-                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
-
-
 # --------------------------------------------------------------------------------------------------
 # the torch table's entries for the decoder modules (reference_torch.table.MODULES)
 # --------------------------------------------------------------------------------------------------
@@ -168,7 +142,7 @@ class Transformer(R.ReferenceModule):
 def _decoder_layer(m, twin=False):
     cls = TransformerDecoderLayer if twin else nn.TransformerDecoderLayer
     return cls(m.d_model, m.self_attn.num_heads, dim_feedforward=m.linear1.out_features, dropout=m.dropout.p,
-               activation=R.activation(m.activation), layer_norm_eps=m.norm1.eps, batch_first=m.batch_first,
+               activation=activations.activation(m.activation), layer_norm_eps=m.norm1.eps, batch_first=m.batch_first,
                norm_first=m.norm_first, bias=m.linear1.bias is not None)
 
 
@@ -179,29 +153,10 @@ def _decoder(m, twin=False, build=None):
     return nn.TransformerDecoder(_decoder_layer(m.layers[0]), m.num_layers, norm=norm)
 
 
-def _transformer(m, twin=False, build=None):
-    """torch's Transformer for ours: built by its own constructor (its encoder and decoder, final norms
-    included), or with ``custom_encoder``/``custom_decoder`` for ours' custom parts."""
-    enc, dec = m.encoder, m.decoder
-    custom_enc, custom_dec = m.custom_parts
-    layer = dec.layers[0] if not custom_dec else enc.layers[0]
-    cls = Transformer if twin else nn.Transformer
-    with warnings.catch_warnings():    # torch: "enable_nested_tensor is True, but ... norm_first was True"
-        warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
-        return cls(m.d_model, m.nhead, num_encoder_layers=len(enc.layers), num_decoder_layers=len(dec.layers),
-                   dim_feedforward=layer.linear1.out_features, dropout=layer.dropout.p,
-                   activation=R.activation(layer.activation),
-                   custom_encoder=build(enc, twin) if custom_enc else None,
-                   custom_decoder=build(dec, twin) if custom_dec else None,
-                   layer_norm_eps=layer.norm1.eps, batch_first=m.batch_first, norm_first=layer.norm_first,
-                   bias=layer.linear1.bias is not None)
-
-
 def torch_modules(build):
     """The table's entries; ``build(np_module, twin)`` builds any sub-module (the table's builder)."""
     return {"TransformerDecoderLayer": _decoder_layer,
-            "TransformerDecoder": lambda m, twin=False: _decoder(m, twin, build),
-            "Transformer": lambda m, twin=False: _transformer(m, twin, build)}
+            "TransformerDecoder": lambda m, twin=False: _decoder(m, twin, build)}
 
 
 def _causal(s, t):
