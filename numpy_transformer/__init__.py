@@ -23,7 +23,7 @@ _SUBMODULES = {"functional": ".functional", "data": ".tasks.data", "optim": ".op
                "generation": ".models.generation", "tasks_seq2seq": ".tasks.seq2seq", "amp": ".amp"}
 
 #: the tools and whole models offered at the top (``nt.gradcheck``, ``nt.GPT``) -> the module whose ``__all__``
-#: declares them (tests/test_public_names.py checks that it does); every name of ``nn.__all__`` (found from
+#: declares them (tests/project/test_public_names.py checks that it does); every name of ``nn.__all__`` (found from
 #: the files of ``nn/``, see ``nn/__init__.py``) is offered too: ``nt.Linear``, and a new ``nn/<topic>.py``'s names
 #: with no edit here
 _NAMES = {

@@ -168,7 +168,7 @@ def scaled_dot_product_attention_forward(query, key, value, attn_mask=None, drop
     j > query i (top-left aligned when S != T, as torch); as torch, it may not be combined with
     ``attn_mask``. A query row with every key masked outputs zeros and gets zero gradient: torch's
     function gives the same (zeros, not NaN; checked against torch 2.13's CPU kernels in
-    ``tests/test_numerics.py``), while ``torch.nn.MultiheadAttention`` gives NaN there.
+    ``tests/functional/test_numerics.py``), while ``torch.nn.MultiheadAttention`` gives NaN there.
 
     Parameters
     ----------

@@ -6,7 +6,7 @@
 * :mod:`.parallel` -- ``map_chunks`` / ``map_rows``: elementwise and row-wise work in cache-sized
   pieces on a small thread pool (``NT_NUM_THREADS``); reference: one call on the whole array.
 
-``tests/test_kernels.py`` compares every kernel with its reference over random shapes and dtypes.
+``tests/kernels/test_kernels.py`` compares every kernel with its reference over random shapes and dtypes.
 The functional ops in :mod:`numpy_transformer.functional` call these kernels; their docstrings
 state the maths, the kernels only make it fast.
 """

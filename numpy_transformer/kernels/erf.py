@@ -271,7 +271,7 @@ def _phi_chunk_f32(out, x):
     chunk (13 passes, into a per-thread scratch array, no allocation), then the elements with
     ``|x / sqrt(2)| >= 0.84375`` (NaN too) recomputed by :func:`_phi_far_f32` in float64 (31 passes on
     about 5% of the elements; it was fdlibm's erfc, ~200 passes and, at 16K-element chunks, more time
-    than the whole polynomial). tests/test_kernels.py bounds its error against the float64 kernel in
+    than the whole polynomial). tests/kernels/test_kernels.py bounds its error against the float64 kernel in
     float32 ulps.
     """
     from .parallel import scratch

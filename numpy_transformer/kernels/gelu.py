@@ -1,5 +1,5 @@
 """GELU's elementwise kernels (run on chunks by :func:`numpy_transformer.kernels.parallel.map_chunks`),
-each beside the plain formula it must equal (``gelu_naive``, ``gelu_grad_naive``; tests/test_kernels.py
+each beside the plain formula it must equal (``gelu_naive``, ``gelu_grad_naive``; tests/kernels/test_kernels.py
 compares them).
 
 Each kernel writes into ``out`` in place, a handful of passes over a chunk that stays in cache; the

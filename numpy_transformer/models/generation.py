@@ -11,7 +11,7 @@ A model is usable when it follows the protocol :class:`numpy_transformer.GPT` do
 
 Every step takes the logits of the last position (cast to float64 for the processing below), picks
 the next token of every row and feeds it back: with the cache, only that token; without it, the
-whole sequence again (the same tokens: ``tests/test_generation.py``).
+whole sequence again (the same tokens: ``tests/models/test_generation.py``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Incremental decoding (inference only, not in torch; Hugging Face's argument name
 target positions through each layer: self-attention attends them to the keys and values cached so far
 (slot ``i`` of the :class:`~numpy_transformer.nn.KVCache`), cross-attention to the memory's keys and
 values, projected once on the first call (static slot ``("cross", i)``). The outputs equal the full
-causal forward's at those positions (``tests/test_decoder_cache.py``).
+causal forward's at those positions (``tests/nn/test_decoder_cache.py``).
 """
 
 from __future__ import annotations

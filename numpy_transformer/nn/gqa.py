@@ -11,7 +11,7 @@ Shapes: B batch, S queries, T keys, D model width, H query heads, Hkv key/value 
     out = o_proj(merge(ctx))                   # (B, S, D)
 
 torch.nn has no such module; :mod:`reference_torch.nn.gqa` holds its torch twin (autograd for the
-gradients), compared in ``tests/test_block.py``.
+gradients), compared in ``tests/nn/test_block.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A decoder's self-attention at position t reads the keys and values of positions 
 scratch, step t re-projects all t + 1 positions; with a cache it projects only the new position,
 appends its key and value, and attends its one query to all of them: the same numbers (a position's
 key depends only on that position's input, which causality keeps fixed once it is written), so the
-logits are equal to a full forward over the whole prefix (``tests/test_gpt.py``, float64, 1e-12).
+logits are equal to a full forward over the whole prefix (``tests/models/test_gpt.py``, float64, 1e-12).
 
 The API, for any model built from :class:`~numpy_transformer.nn.MultiheadAttention` (the GPT model uses
 it; a Transformer decoder can use it the same way)::

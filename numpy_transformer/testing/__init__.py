@@ -1,6 +1,6 @@
 """The one registry of cases: every functional op (:data:`OPS`) and every module (:data:`MODULES`).
 
-The tests (``tests/test_functional_vs_torch.py``, ``tests/test_modules_vs_torch.py``), the
+The tests (``tests/functional/test_functional_vs_torch.py``, ``tests/nn/test_modules_vs_torch.py``), the
 ``gradcheck`` report, the checker ``python -m reference_torch.check`` and the drill oracle all iterate
 these tables; ``reference_torch.table`` holds the torch side under the same names (``OPS[name]``:
 torch's own function, the one an op's case names (``OpCase.torch``) or, for an irregular op, its

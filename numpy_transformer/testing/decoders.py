@@ -7,7 +7,7 @@ and ``tgt_is_causal``) from :data:`SELF_MASKS` over (S, S), ``memory_mask`` (wit
 ``memory_key_padding_mask``, ``memory_is_causal``) from :data:`MEMORY_MASKS` over (S, T), and for
 ``Transformer`` ``src_mask`` (``src_key_padding_mask``, ``src_is_causal``) from :data:`SELF_MASKS`
 over (T, T). S is the target length, T >= 2 the memory's (the source's), drawn independently (a memory of
-one key, whose softmax is constant, is tested in ``tests/test_decoder.py``).
+one key, whose softmax is constant, is tested in ``tests/nn/test_decoder.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
   ``torch.nn.functional.scaled_dot_product_attention``): bool True = takes part, float = added.
 
 The torch table hands each to torch unchanged. Key 0 is never masked unless a kind says so, so no
-query row loses every key (``torch.nn`` gives NaN there, we give zeros: tests/test_numerics.py covers
+query row loses every key (``torch.nn`` gives NaN there, we give zeros: tests/functional/test_numerics.py covers
 that case; torch's function gives zeros too, and ``fully_masked_rows`` tests it).
 """
 

@@ -178,7 +178,7 @@ def gelu(c, dtype, approximate=None):
     x = _n(c.rng(), _elementwise_shape(c), dtype, scale)
     # The metric is normwise: give it one O(1) entry. An array made only of far-negative entries would
     # compare torch's cancelling 1 + erf (or 1 + tanh) against ours entry by entry; the tail is tested
-    # elementwise against mpmath in tests/test_functional_vs_torch.py.
+    # elementwise against mpmath in tests/functional/test_functional_vs_torch.py.
     x.flat[0] = 1.0
     return Draw({"x": x}, {"approximate": approximate})
 

@@ -105,7 +105,7 @@ class GPT(ReferenceModule):
             if self.config.modern:
                 raise NotImplementedError("the twin's cached forward covers the TransformerEncoderLayer blocks; "
                                           "nt.GPT's cached path for the modern blocks is checked against the full "
-                                          "forward (tests/test_gpt.py)")
+                                          "forward (tests/models/test_gpt.py)")
             return self._cached_forward(ids, past_key_values)
         s = ids.shape[1]
         causal = torch.ones(s, s, dtype=torch.bool).triu(1)                          # True = may not attend

@@ -1,0 +1,44 @@
+"""Every ```python block of the README runs as written, in order, in one session (later blocks use
+what earlier ones defined, as a reader typing them into one interpreter would): a feature is done when
+a user can run it from the README."""
+
+import re
+from pathlib import Path
+from _paths import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+
+
+def test_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
+    assert len(BLOCKS) >= 5
+    monkeypatch.chdir(tmp_path)
+    ns = {"__name__": "__readme__"}
+    for i, code in enumerate(BLOCKS):
+        exec(compile(code, f"README.md python block {i}", "exec"), ns)
+    assert ns["llama"].config.modern and ns["out"] is not None
+
+
+def test_every_train_command_of_the_readme_is_a_valid_configuration():
+    """The commands the slow tests rerun for the quoted figures (tests/_readme.py) parse as `train` parses them."""
+    import _readme
+    commands = [argv[3:] for argv in _readme.shell_commands() if argv[:4] == _readme.PREFIX + ["train"]]
+    assert len(commands) >= 8
+    for argv in commands:
+        if "--resume" not in argv:
+            _readme.config_of(argv)
+    assert _readme.config_of(_readme.train_command("--model", "seq2seq", "--task", "reverse")).lr == 5e-4
+
+
+def test_quoted_figures_are_read_as_the_intervals_they_claim():
+    import _readme
+    q = _readme.quoted("**99.70–99.72%** (more)")
+    assert q == (99.70, 99.72, 2) and q.holds(99.7049) and not q.holds(99.7251) and not q.holds(99.69)
+    assert _readme.quoted("99.94") == (99.94, 99.94, 2) and _readme.quoted("**100.00%**").holds(99.996)
+    assert _readme.milestones("**99.90%** (98.9% at step 1000)", 1500, 200) == {1000: (98.9, 98.9, 1),
+                                                                                 1500: (99.9, 99.9, 2)}
+    assert list(_readme.milestones("**100.00%** (from step 400 on)", 1000, 200)) == [400, 600, 800, 1000]
+    assert _readme.milestones("**100.00%** (already at step 500)", 800, 200)[500] == (100.0, 100.0, 2)
+    assert _readme.over_seeds("**99.70–100.00%** over seeds 0–2 (99.4% at step 1000)") == ([0, 1, 2],
+                                                                                         (99.7, 100.0, 2))
+    assert _readme.over_seeds("**100.00%**") is None
