@@ -263,7 +263,8 @@ def cross_entropy_backward(dout, cache):
         else:                                     # p Q - q = (1 - e) w_y (p - onehot) + (e / C)(p sum(w) - w)
             smooth = (grad * w.sum() - w) * dt.type(e / c) if e > 0 else None     # (M, C)
             grad[rows, target] -= dt.type(1)                                      # p - onehot, exact near p_y = 1
-            grad *= (dt.type(1 - e) * cache.target_weight)[:, None]               # (M, C) w_y
+            wy = cache.target_weight                                              # (M,) w_y = weight[target]
+            grad *= (dt.type(1 - e) * wy)[:, None]                                # (M, C)
             if smooth is not None:
                 grad += smooth                                                    # (M, C) p Q - q
         omega = np.where(keep, omega, dt.type(0))                                 # (M,)

@@ -210,8 +210,9 @@ def flash_attention_backward(dout, cache, out=None):
         keep_scale = as_scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
     s_len, t_len = q.shape[-2], k.shape[-2]
     c = as_scalar(cache.scale, q.dtype)
-    delta = np.sum(dout * cache.out, axis=-1, keepdims=True)                             # (..., S, 1)
-    lse_safe = np.where(np.isneginf(cache.lse), as_scalar(np.inf, q.dtype), cache.lse)[..., None]  # masked row: P = 0
+    o, lse = cache.out, cache.lse                                                        # (..., S, Dv), (..., S)
+    delta = np.sum(dout * o, axis=-1, keepdims=True)                                     # (..., S, 1)
+    lse_safe = np.where(np.isneginf(lse), as_scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
     if out is None:
         dq = np.zeros(np.broadcast_shapes(q.shape, dout.shape[:-1] + (q.shape[-1],)), dtype=q.dtype)
         dk = np.zeros(dq.shape[:-2] + k.shape[-2:], dtype=q.dtype)
