@@ -65,10 +65,10 @@ def swiglu_backward(dout, cache):
     dx, dw_gate, dw_up, dw_down, db_gate, db_up, db_down : ndarray (a bias gradient is None when the
     forward had no such bias)
     """
-    gate, up, act, a, u, down = cache
-    dh, dw_down, db_down = linear_backward(dout, down)           # (..., F), (D, F), (D,)
+    a, u, act = cache.a, cache.u, cache.act                      # h = a * u, a = silu(g)
+    dh, dw_down, db_down = linear_backward(dout, cache.down)     # (..., F), (D, F), (D,)
     dg = silu_backward(dh * u, act)                              # (..., F): da = dh * u, through silu
     du = dh * a                                                  # (..., F)
-    dx_gate, dw_gate, db_gate = linear_backward(dg, gate)        # (..., D), (F, D), (F,)
-    dx_up, dw_up, db_up = linear_backward(du, up)                # (..., D), (F, D), (F,)
+    dx_gate, dw_gate, db_gate = linear_backward(dg, cache.gate)  # (..., D), (F, D), (F,)
+    dx_up, dw_up, db_up = linear_backward(du, cache.up)          # (..., D), (F, D), (F,)
     return dx_gate + dx_up, dw_gate, dw_up, dw_down, db_gate, db_up, db_down

@@ -232,15 +232,16 @@ def cross_entropy_backward(dout, cache):
     (``"mean"``), or the row's own entry of ``dout`` (``"none"``); ignored rows get ``omega = 0``. A
     zero divisor (the loss was NaN) gives NaN on the rows not ignored, as torch; all ignored gives 0.
     """
-    logp, target, keep, wy, w, e, reduction, denom, input_shape, out_shape = cache
+    logp, target, keep = cache.logp, cache.target, cache.keep
+    w, e, reduction = cache.weight, cache.label_smoothing, cache.reduction         # the w and e above
     dt = logp.dtype
     m, c = logp.shape
     up = np.asarray(dout)
     if up.dtype.kind not in "fiu":
         raise TypeError(f"dout must be a number or a float array, got dtype {up.dtype}")
     if reduction == "none":
-        if up.shape != tuple(out_shape):
-            raise ValueError(f"dout must have the output's shape {tuple(out_shape)} for reduction='none', "
+        if up.shape != tuple(cache.out_shape):
+            raise ValueError(f"dout must have the output's shape {tuple(cache.out_shape)} for reduction='none', "
                              f"got {up.shape}")
         omega = up.astype(dt).reshape(-1)                                         # (M,)
     else:
@@ -248,7 +249,7 @@ def cross_entropy_backward(dout, cache):
             raise ValueError(f"dout must be a scalar for reduction={reduction!r}, got shape {up.shape}")
         omega = np.full(m, up.astype(dt), dtype=dt)                               # (M,)
         if reduction == "mean":
-            omega = omega / dt.type(denom) if denom != 0 else np.full(m, dt.type(np.nan))
+            omega = omega / dt.type(cache.denom) if cache.denom != 0 else np.full(m, dt.type(np.nan))
     grad = np.exp(logp)                                                           # (M, C) softmax p
     if keep is None:                                                              # probability targets
         grad *= target.sum(axis=1, keepdims=True)                                 # (M, C) p Q
@@ -262,9 +263,10 @@ def cross_entropy_backward(dout, cache):
         else:                                     # p Q - q = (1 - e) w_y (p - onehot) + (e / C)(p sum(w) - w)
             smooth = (grad * w.sum() - w) * dt.type(e / c) if e > 0 else None     # (M, C)
             grad[rows, target] -= dt.type(1)                                      # p - onehot, exact near p_y = 1
+            wy = cache.target_weight                                              # (M,) w_y = weight[target]
             grad *= (dt.type(1 - e) * wy)[:, None]                                # (M, C)
             if smooth is not None:
                 grad += smooth                                                    # (M, C) p Q - q
         omega = np.where(keep, omega, dt.type(0))                                 # (M,)
     grad *= omega[:, None]
-    return _unrows(grad, tuple(input_shape))
+    return _unrows(grad, tuple(cache.input_shape))

@@ -198,11 +198,11 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
         (with ``add_bias_kv``), ``out_proj.weight``,
         ``out_proj.bias`` (keys as torch's parameter names; bias entries absent without bias).
     """
-    in_lin, attn, out_lin, packed, fused, (bias_kv, zero_attn) = cache
+    attn, (bias_kv, zero_attn) = cache.attn, cache.extra
     b, heads, s, dh = attn.q.shape
     d = heads * dh
     t = attn.k.shape[-2] - bias_kv - zero_attn                                   # the projected keys
-    dctx, dwo, dbo = linear_backward(dout, out_lin)                              # (B, S, D)
+    dctx, dwo, dbo = linear_backward(dout, cache.out_lin)                        # (B, S, D)
     dctx_heads = dctx.reshape(b, s, heads, dh).transpose(0, 2, 1, 3)             # (B, H, S, Dh) view
     if isinstance(attn, FlashAttentionCache):
         attention_backward = flash_attention_backward
@@ -210,7 +210,7 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
         def attention_backward(dctx, attn, out=None):
             return scaled_dot_product_attention_backward(dctx, attn, out=out, record=record)
     grads = {}
-    if fused:
+    if cache.fused:
         dqkv = np.empty((b, s, 3, heads, dh), dtype=dout.dtype)                 # (B, S, 3, H, Dh)
         views = tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))    # 3 x (B, H, S, Dh)
         if bias_kv or zero_attn:              # the appended keys' rows are not in the fused buffer
@@ -221,7 +221,7 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
         else:
             attention_backward(dctx_heads, attn, out=views)
         dqkv = dqkv.reshape(b * s, 3 * d)                                        # (N, 3D)
-        x, w, has_bias = in_lin
+        x, w, has_bias = cache.in_lin
         x2 = x.reshape(-1, x.shape[-1])                                          # (N, D)
         if sum_inputs:                                   # d(x Wq^T + x Wk^T + x Wv^T) / dx in one product
             dquery, dkey, dvalue = (dqkv @ w).reshape(x.shape), None, None                # (B, S, D)
@@ -236,11 +236,11 @@ def multi_head_attention_backward(dout, cache, sum_inputs=False, *, record=None)
         if bias_kv or zero_attn:
             _bias_kv_grads(grads, dk, dv, t, bias_kv)
             dk, dv = dk[..., :t, :], dv[..., :t, :]                              # (B, H, T, Dh)
-        q_lin, k_lin, v_lin = in_lin
+        q_lin, k_lin, v_lin = cache.in_lin
         dquery, dwq, dbq = linear_backward(merge_heads(dq), q_lin)              # (B, S, D)
         dkey, dwk, dbk = linear_backward(merge_heads(dk), k_lin)                # (B, T, Dk)
         dvalue, dwv, dbv = linear_backward(merge_heads(dv), v_lin)              # (B, T, Dv)
-        if packed:
+        if cache.packed:
             grads["in_proj_weight"] = np.concatenate([dwq, dwk, dwv], axis=0)    # (3D, D)
         else:
             grads.update(q_proj_weight=dwq, k_proj_weight=dwk, v_proj_weight=dwv)

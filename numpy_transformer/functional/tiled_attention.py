@@ -195,20 +195,22 @@ def flash_attention_backward(dout, cache, out=None):
     query heads (..., Hkv, G, S, Dh); the backward of a broadcast is a sum, so ``dk`` and ``dv`` are
     accumulated per query head and summed over G (see :func:`scaled_dot_product_attention_backward`).
     """
-    q, k, v, o, lse, mask, is_causal, scale, block_q, block_k, dropout, kv_shapes = cache
-    if kv_shapes is not None:
+    q, k, v = cache.q, cache.k, cache.v                     # the other fields are read by name below
+    if cache.kv_shapes is not None:
         q_shape = q.shape[:-4] + (q.shape[-4] * q.shape[-3],) + q.shape[-2:]            # (..., Hq, S, Dh)
         dq, dk, dv = flash_attention_backward(_grouped(dout, q.shape[-4]), cache._replace(kv_shapes=None))
         dq = dq.reshape(dq.shape[:-4] + q_shape[-3:])                                    # (..., Hq, S, Dh)
         dk, dv = dk.sum(axis=-3), dv.sum(axis=-3)                  # (..., Hkv, T, D): summed over G
-        grads = sum_to(dq, q_shape), sum_to(dk, kv_shapes[0]), sum_to(dv, kv_shapes[1])
+        grads = sum_to(dq, q_shape), sum_to(dk, cache.kv_shapes[0]), sum_to(dv, cache.kv_shapes[1])
         return grads if out is None else tuple(into(g, o) for g, o in zip(grads, out))
+    dropout, is_causal = cache.dropout, cache.is_causal
     gen = None
     if dropout is not None:
         gen = None if dropout[1] is None else np.random.default_rng(dropout[1])
         keep_scale = as_scalar(1.0 / (1.0 - dropout[0]) if dropout[0] < 1 else 0.0, q.dtype)
     s_len, t_len = q.shape[-2], k.shape[-2]
-    c = as_scalar(scale, q.dtype)
+    c = as_scalar(cache.scale, q.dtype)
+    o, lse = cache.out, cache.lse                                                        # (..., S, Dv), (..., S)
     delta = np.sum(dout * o, axis=-1, keepdims=True)                                     # (..., S, 1)
     lse_safe = np.where(np.isneginf(lse), as_scalar(np.inf, q.dtype), lse)[..., None]      # masked row: P = 0
     if out is None:
@@ -219,14 +221,14 @@ def flash_attention_backward(dout, cache, out=None):
         dq, dk, dv = out
         for g in out:
             g[...] = 0
-    for r0 in range(0, s_len, block_q):
-        r1 = min(r0 + block_q, s_len)
+    for r0 in range(0, s_len, cache.block_q):
+        r1 = min(r0 + cache.block_q, s_len)
         q_blk, do_blk = q[..., r0:r1, :], dout[..., r0:r1, :]
         q_scaled = q_blk * c                                                             # (..., bq, Dh)
-        for c0 in range(0, t_len if not is_causal else min(t_len, r1), block_k):
-            c1 = min(c0 + block_k, t_len)
+        for c0 in range(0, t_len if not is_causal else min(t_len, r1), cache.block_k):
+            c1 = min(c0 + cache.block_k, t_len)
             k_blk, v_blk = k[..., c0:c1, :], v[..., c0:c1, :]
-            p = _score_block(q_scaled, k_blk, mask, is_causal, r0, r1, c0, c1)           # (..., bq, bk)
+            p = _score_block(q_scaled, k_blk, cache.mask, is_causal, r0, r1, c0, c1)     # (..., bq, bk)
             p -= lse_safe[..., r0:r1, :]
             np.exp(p, out=p)                                                             # exact probabilities
             ds = do_blk @ np.swapaxes(v_blk, -1, -2)                                     # (..., bq, bk) = dPd

@@ -16,6 +16,8 @@ gradients), compared in ``tests/nn/test_block.py``.
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional, Union
+
 import numpy as np
 
 from . import hooks
@@ -33,6 +35,15 @@ def _causal_bias(s, t, offset, dtype):
     0 where key j <= query position, -inf above (bottom-right aligned when offset = T - S)."""
     i = np.arange(s)[:, None] + offset
     return np.where(np.arange(t)[None, :] > i, -np.inf, 0.0).astype(dtype)        # (S, T)
+
+
+class _Saved(NamedTuple):
+    """What a forward keeps for its backward (read by name)."""
+    attn: F.attention.AttentionCache    # the sdpa cache of the rotated heads
+    rope_q: Optional[F.rope.RopeCache]  # q's and k's rotations (None without rotary positions)
+    rope_k: Optional[F.rope.RopeCache]
+    bias_shape: Union[tuple, bool]      # attn_bias's shape; False when the forward had none
+    shape: tuple                        # x's shape (B, S, D)
 
 
 class GroupedQueryAttention(Module):
@@ -135,8 +146,7 @@ class GroupedQueryAttention(Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout, enable_gqa=hkv != h, training=self.training,
             rng=self.rng)                                                        # (B, H, S, Dh)
         self.last_mask = cache.dropout.mask                                      # for nt.dropout_masks
-        self._save((cache, rq, rk, attn_bias is not None and np.shape(attn_bias), mask is not None and
-                    np.shape(mask), x.shape))
+        self._save(_Saved(cache, rq, rk, attn_bias is not None and np.shape(attn_bias), x.shape))
         return self.o_proj(F.merge_heads(ctx))                                  # (B, S, D)
 
     def backward(self, dout):
@@ -149,15 +159,16 @@ class GroupedQueryAttention(Module):
         :func:`numpy_transformer.trace` the attention backward's intermediates are recorded (dq and dk
         are those of the rotated q and k).
         """
-        cache, rq, rk, bias_shape, mask_shape, shape = self._take()
-        dout = check_grad(dout, "dout", shape, self.dtype)
+        saved = self._take()
+        bias_shape = saved.bias_shape
+        dout = check_grad(dout, "dout", saved.shape, self.dtype)
         dctx = F.split_heads(self.o_proj.backward(dout), self.num_heads)        # (B, H, S, Dh)
         record = hooks.attention_recorder(self) if hooks.active() else None    # dP, dA, dq, dk, dv
-        grads = F.scaled_dot_product_attention_backward(dctx, cache, attn_mask_grad=bool(bias_shape),
+        grads = F.scaled_dot_product_attention_backward(dctx, saved.attn, attn_mask_grad=bool(bias_shape),
                                                         record=record)
         dq, dk, dv = grads[:3]                                                   # dk, dv: (B, Hkv, S, Dh)
         if self.rope:
-            dq, dk = F.rope_backward(dq, rq), F.rope_backward(dk, rk)
+            dq, dk = F.rope_backward(dq, saved.rope_q), F.rope_backward(dk, saved.rope_k)
         dx = self.q_proj.backward(F.merge_heads(dq))
         dx = dx + self.k_proj.backward(F.merge_heads(dk))
         dx = dx + self.v_proj.backward(F.merge_heads(dv))                       # (B, S, D)

@@ -12,8 +12,9 @@ import numpy as np
 
 from . import hooks
 from .. import functional as F
-from ..utils.checks import as_generator, check_float_input, check_grad, check_mask, check_positive_int
+from ..utils.checks import as_generator, check_float_input, check_mask, check_positive_int
 from ._init import dtype_of
+from ._layout import BatchLayout
 from .activations import activation_module
 from .attention import MultiheadAttention
 from .kv_cache import cached_attention
@@ -97,19 +98,17 @@ class TransformerEncoderLayer(Module):
         bf = "(B, S, D)" if self.batch_first else "(S, B, D)"
         x = check_float_input(src, "src", self.dtype, ndim=(2, 3), last_dim=self.d_model,
                               shape_doc=bf + " or unbatched (S, D)")
-        unbatched = x.ndim == 2
+        layout = BatchLayout.of(x, self.batch_first)
         h = self.self_attn.num_heads
-        if unbatched:                    # one batch element, batch-first (as torch, whatever batch_first says)
-            check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:1]], self.dtype)
-            check_mask(src_mask, "src_mask", [(x.shape[0],) * 2, (h,) + (x.shape[0],) * 2], self.dtype)
-            x = x[None]                                                          # (1, S, D)
-            if src_key_padding_mask is not None:
-                src_key_padding_mask = np.asarray(src_key_padding_mask)[None]    # (1, S)
-        elif not self.batch_first:
-            x = np.swapaxes(x, 0, 1)                                             # (B, S, D)
+        if layout.unbatched:             # the masks of one batch element (torch's unbatched shapes)
+            s = x.shape[0]
+            src_key_padding_mask = check_mask(src_key_padding_mask, "src_key_padding_mask", [(s,)], self.dtype)
+            src_key_padding_mask = layout.add_batch(src_key_padding_mask)        # (1, S)
+            check_mask(src_mask, "src_mask", [(s, s), (h, s, s)], self.dtype)
+        x = layout.to_batch_first(x)                                             # (B, S, D)
         if x.shape[0] == 0 or x.shape[1] == 0:
             raise ValueError(f"src must have a non-empty batch and sequence, got shape {src.shape}")
-        if not unbatched:
+        if not layout.unbatched:
             check_mask(src_key_padding_mask, "src_key_padding_mask", [x.shape[:2]], self.dtype)
             check_mask(src_mask, "src_mask", [(x.shape[1],) * 2, (x.shape[0] * h,) + (x.shape[1],) * 2],
                        self.dtype)
@@ -120,10 +119,8 @@ class TransformerEncoderLayer(Module):
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
-        self._save((x.shape, unbatched))
-        if unbatched:
-            return x[0]
-        return x if self.batch_first else np.swapaxes(x, 0, 1)
+        self._save((x.shape, layout))
+        return layout.from_batch_first(x)
 
     def forward_cached(self, x, cache, slot, src_key_padding_mask=None):
         """Inference: the layer on the new positions x (B, S, D) (batch first), causal self-attention
@@ -162,12 +159,8 @@ class TransformerEncoderLayer(Module):
         A residual ``y = x + f(x)`` passes ``dout`` straight to ``x`` *and* through ``f``: the two
         gradients add. Post-LN goes through each norm's backward first.
         """
-        shape, unbatched = self._take()
-        if unbatched:
-            dout = check_grad(dout, "dout", shape[1:], self.dtype)[None]
-        elif not self.batch_first:
-            dout = np.swapaxes(check_grad(dout, "dout", (shape[1], shape[0], shape[2]), self.dtype), 0, 1)
-        dy = check_grad(dout, "dout", shape, self.dtype)                          # (B, S, D)
+        shape, layout = self._take()
+        dy = layout.grad_to_batch_first(dout, shape, self.dtype)                 # (B, S, D)
         if self.norm_first:
             dh = dy + self.norm2.backward(self._ff_block_backward(dy))           # through x + ff(norm2(x))
             if hooks.active():
@@ -180,9 +173,7 @@ class TransformerEncoderLayer(Module):
                 hooks.residual(self, dh, "between self_attn and feed-forward")
             dx = self.norm1.backward(dh)                                         # h = norm1(x + sa(x))
             dx = dx + self._sa_block_backward(dx)
-        if unbatched:
-            return dx[0]
-        return dx if self.batch_first else np.swapaxes(dx, 0, 1)
+        return layout.from_batch_first(dx)
 
 
 def reseed(module, seed_sequence):

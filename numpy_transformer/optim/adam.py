@@ -16,6 +16,7 @@ from functools import partial
 
 import numpy as np
 
+from ..functional._dtypes import as_scalar
 from ..utils.checks import check_number
 from ..kernels.parallel import map_chunks
 from .optimizer import Optimizer
@@ -23,19 +24,15 @@ from .optimizer import Optimizer
 __all__ = ["Adam", "AdamW"]
 
 
-def _scalar(x, dtype):
-    return np.dtype(dtype).type(x)
-
-
 def _lerp_(start, end, weight):
     """``start += weight * (end - start)`` in place, with torch's two formulas: for ``|weight| >= 0.5``
     torch computes ``end - (end - start) * (1 - weight)`` (better rounding near ``end``)."""
     dt = start.dtype
     if abs(weight) < 0.5:
-        start += _scalar(weight, dt) * (end - start)
+        start += as_scalar(weight, dt) * (end - start)
     else:
         diff = end - start
-        diff *= _scalar(1 - weight, dt)
+        diff *= as_scalar(1 - weight, dt)
         np.subtract(end, diff, out=start)
 
 
@@ -115,7 +112,7 @@ class Adam(Optimizer):
         if group["maximize"]:
             grad = -grad
         if wd != 0 and not group["decoupled_weight_decay"]:
-            grad = grad + _scalar(wd, dt) * p.data                # Adam's L2 (AdamW decays in the step)
+            grad = grad + as_scalar(wd, dt) * p.data              # Adam's L2 (AdamW decays in the step)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
         step_size = lr / bias_correction1
@@ -136,15 +133,15 @@ def _adam_step(p, grad, m, v, v_max=None, *, beta1, beta2, eps, step_size, bias_
     """One Adam step in place on ``p``, ``m``, ``v`` (and ``v_max`` with amsgrad), in torch's order."""
     dt = p.dtype
     if decay is not None:
-        p *= _scalar(decay, dt)                                   # AdamW: decoupled decay first
+        p *= as_scalar(decay, dt)                                 # AdamW: decoupled decay first
     _lerp_(m, grad, 1 - beta1)
-    v *= _scalar(beta2, dt)
-    v += _scalar(1 - beta2, dt) * grad * grad
+    v *= as_scalar(beta2, dt)
+    v += as_scalar(1 - beta2, dt) * grad * grad
     if v_max is not None:
         np.maximum(v_max, v, out=v_max)
         v = v_max
-    denom = np.sqrt(v) / _scalar(bias_correction2_sqrt, dt) + _scalar(eps, dt)
-    p -= _scalar(step_size, dt) * (m / denom)                     # torch: addcdiv_(m, denom, value=-step_size)
+    denom = np.sqrt(v) / as_scalar(bias_correction2_sqrt, dt) + as_scalar(eps, dt)
+    p -= as_scalar(step_size, dt) * (m / denom)                   # torch: addcdiv_(m, denom, value=-step_size)
 
 
 class AdamW(Adam):

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..functional._dtypes import as_scalar
 from ..utils.checks import check_number
 from .optimizer import Optimizer
 
 __all__ = ["SGD"]
-
-
-def _scalar(x, dtype):
-    return np.dtype(dtype).type(x)
 
 
 class SGD(Optimizer):
@@ -72,14 +69,14 @@ class SGD(Optimizer):
         lr, wd, mom, damp = group["lr"], group["weight_decay"], group["momentum"], group["dampening"]
         d_p = -grad if group["maximize"] else grad
         if wd != 0:
-            d_p = d_p + _scalar(wd, dt) * p.data
+            d_p = d_p + as_scalar(wd, dt) * p.data
         if mom != 0:
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = np.array(d_p, copy=True)
             else:
-                buf *= _scalar(mom, dt)
-                buf += _scalar(1 - damp, dt) * d_p
+                buf *= as_scalar(mom, dt)
+                buf += as_scalar(1 - damp, dt) * d_p
             state["momentum_buffer"] = buf
-            d_p = d_p + _scalar(mom, dt) * buf if group["nesterov"] else buf
-        p.data -= _scalar(lr, dt) * d_p
+            d_p = d_p + as_scalar(mom, dt) * buf if group["nesterov"] else buf
+        p.data -= as_scalar(lr, dt) * d_p
