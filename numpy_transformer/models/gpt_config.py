@@ -21,7 +21,8 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 BLOCK_POSITIONS = ("rope", "alibi", "relative")
 BIAS_POSITIONS = ("alibi", "relative")
 # the feed-forwards and norms are the block's (numpy_transformer.nn.block: FFNS, GATED_FFNS, NORMS)
-GPT_FFNS = FFNS
+#: plus "gelu_new" (Hugging Face GPT-2's tanh GELU), which GPT builds as nt.GELU(approximate="tanh")
+GPT_FFNS = (*FFNS, "gelu_new")
 NORMS = tuple(_BLOCK_NORMS)
 
 
@@ -47,10 +48,12 @@ class GPTConfig:
     bias : bool
         Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
         the head never has one.
-    ffn : {"gelu", "relu", "silu", "swiglu"}
-        The feed-forward: an MLP with that activation (exact GELU, as ``torch.nn.functional.gelu``), or
-        a gated one, SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
-        :data:`numpy_transformer.nn.block.FFNS`.
+    ffn : {"gelu", "relu", "silu", "swiglu", "gelu_new"}
+        The feed-forward: an MLP with that activation (``"gelu"``: exact GELU, as
+        ``torch.nn.functional.gelu``; ``"gelu_new"``, Hugging Face GPT-2's ``activation_function``: GELU's
+        tanh approximation, ``nt.GELU(approximate="tanh")``), or a gated one, SwiGLU
+        (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
+        :data:`numpy_transformer.nn.block.FFNS` and ``"gelu_new"``.
     layer_norm_eps : float
     positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
         A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q
