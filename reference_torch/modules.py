@@ -466,7 +466,9 @@ class MultiheadAttention(ReferenceModule):
 # feed-forward, encoder block, encoder
 # --------------------------------------------------------------------------------------------------
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+# "gelu_new": Hugging Face GPT-2's name for the tanh GELU (nt.GPTConfig's ffn="gelu_new")
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+                "gelu_new": functools.partial(F.gelu, approximate="tanh")}
 
 
 def activation(spec):

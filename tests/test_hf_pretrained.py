@@ -214,3 +214,30 @@ def test_float32_load_matches_transformers_float32(tmp_path):
     ours = nt.GPT.from_pretrained(tmp_path)
     assert ours.dtype == np.float32 and ours(IDS).dtype == np.float32
     assert_close({"logits": (ours(IDS), _hf_logits(hf).detach())}, tol=1e-4, dtype=np.float32)
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["encoder_layer_blocks", "transformer_blocks"])
+def test_gelu_new_is_the_tanh_gelu_in_either_block(modern):
+    """ffn="gelu_new" against the torch twin (``F.gelu(approximate="tanh")``), logits and every gradient,
+    in the torch-layout blocks and in the TransformerBlocks (rotary positions), and unlike exact GELU."""
+    from reference_torch import gpt as RG
+    kw = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, dtype="float64", seed=2,
+              positions="rope" if modern else "learned")
+    m = nt.GPT(ffn="gelu_new", **kw)
+    rng = np.random.default_rng(0)
+    for p in m.parameters():
+        p.data[...] += rng.standard_normal(p.shape)
+    assert m.config.modern == modern
+    ref = RG.to_torch(m)
+    logits = m(IDS)
+    g = np.random.default_rng(1).standard_normal(logits.shape)
+    m.zero_grad()
+    m.backward(g)
+    out = ref(torch.tensor(IDS))
+    out.backward(torch.tensor(g))
+    grads = dict(ref.named_parameters())
+    assert_close({"logits": (logits, out.detach()),
+                  **{n: (p.grad, grads[n].grad) for n, p in m.named_parameters()}}, tol=1e-10)
+    exact = nt.GPT(ffn="gelu", **kw)
+    exact.load_state_dict(m.state_dict())
+    assert np.abs(exact(IDS) - logits).max() > 1e-6

@@ -95,6 +95,7 @@ def _read_bfloat16(path: str, names: List[str]) -> Dict[str, np.ndarray]:
 def read_tensors(folder: str) -> Dict[str, np.ndarray]:
     """Every tensor of the folder's safetensors file(s), by name (bfloat16 widened to float32)."""
     st = safetensors_numpy()
+    from safetensors import SafetensorError, safe_open
     tensors: Dict[str, np.ndarray] = {}
     for path in weight_files(folder):
         try:
@@ -102,14 +103,11 @@ def read_tensors(folder: str) -> Dict[str, np.ndarray]:
             bf16 = [k for k, v in header.items() if k != "__metadata__" and v.get("dtype") == "BF16"]
             if bf16:
                 part = _read_bfloat16(path, bf16)
-                from safetensors import safe_open
                 with safe_open(path, framework="np") as f:
                     part.update({k: f.get_tensor(k) for k in f.keys() if k not in part})
             else:
                 part = st.load_file(path)
-        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
-            raise PretrainedFolderError(f"{path} is not a readable safetensors file: {exc}") from None
-        except Exception as exc:              # the package's own SafetensorError (not an OSError)
+        except (OSError, ValueError, KeyError, TypeError, struct.error, SafetensorError) as exc:
             raise PretrainedFolderError(f"{path} is not a readable safetensors file: {exc}") from None
         for k in part:
             if k in tensors:
