@@ -14,6 +14,8 @@ attention is ``sdpa`` (torch's float64 kernel).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -128,34 +130,48 @@ def test_the_fixture_is_what_makes_llama_exact(tmp_path):
     assert 1e-10 < err < 1e-5
 
 
+OURS = {
+    "gpt2": dict(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=8, ffn="gelu_new"),
+    "gpt2_untied_silu": dict(vocab_size=11, block_size=16, n_layer=1, n_head=2, n_embd=8, ffn="silu", n_inner=12,
+                             tie_word_embeddings=False, layer_norm_eps=1e-3),
+    "llama": dict(llama=True, block_size=16, n_layer=2, n_head=4, num_kv_heads=2, n_embd=16, n_inner=24,
+                  rope_base=300.0, layer_norm_eps=1e-4),
+    "llama_tied_bias": dict(llama=True, block_size=16, n_layer=1, n_head=2, num_kv_heads=1, n_embd=8,
+                            tie_word_embeddings=True, bias=True),
+}
+
+
 def _ours(kind, dtype="float64", seed=3):
-    if kind == "gpt2":
-        m = nt.GPT(vocab_size=11, block_size=16, n_layer=2, n_head=2, n_embd=8, ffn="gelu_new", dtype=dtype, seed=seed)
+    kw = dict(OURS[kind])
+    if kw.pop("llama", False):
+        m = nt.GPT(nt.llama_config(11, dtype=dtype, **kw), seed=seed)
     else:
-        m = nt.GPT(nt.llama_config(11, block_size=16, n_layer=2, n_head=4, num_kv_heads=2, n_embd=16, n_inner=24,
-                                   rope_base=300.0, layer_norm_eps=1e-4, dtype=dtype), seed=seed)
+        m = nt.GPT(dtype=dtype, seed=seed, **kw)
     rng = np.random.default_rng(seed)
     for p in m.parameters():
         p.data[...] += (0.3 * rng.standard_normal(p.shape)).astype(p.dtype)
     return m
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", list(OURS))
 def test_save_pretrained_loads_in_transformers_to_the_same_logits(kind, tmp_path, exact_llama):
     ours = _ours(kind)
     ours.save_pretrained(tmp_path)
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float64, attn_implementation="sdpa")
-    assert type(hf).__name__ == ("GPT2LMHeadModel" if kind == "gpt2" else "LlamaForCausalLM")
+    assert type(hf).__name__ == ("GPT2LMHeadModel" if kind.startswith("gpt2") else "LlamaForCausalLM")
+    assert (hf.lm_head.weight is hf.get_input_embeddings().weight) == ours.config.tie_word_embeddings
     assert_close({"logits": (ours(IDS), _hf_logits(hf).detach())}, tol=1e-10)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("kind", list(OURS))
 def test_save_then_load_is_bit_for_bit(kind, dtype, tmp_path):
     ours = _ours(kind, dtype)
     ours.save_pretrained(tmp_path)
     back = nt.GPT.from_pretrained(tmp_path, dtype=dtype)
-    assert back.config == ours.config
+    # the same configuration; Llama's intermediate_size is always a number, so n_inner comes back explicit
+    expected = ours.config if kind.startswith("gpt2") else dataclasses.replace(ours.config, n_inner=ours.config.ffn_dim)
+    assert back.config == expected
     a, b = ours.state_dict(), back.state_dict()
     assert sorted(a) == sorted(b)
     for k in a:

@@ -103,6 +103,7 @@ def test_missing_required_key(tmp_path):
 @pytest.mark.parametrize("changes, words", [
     (dict(hidden_act="gelu"), ["hidden_act='gelu'"]),
     (dict(attention_bias=True), ["attention_bias=True with mlp_bias=False"]),
+    (dict(mlp_bias="no"), ["mlp_bias must be true or false, got 'no'"]),
     (dict(head_dim=8), ["head_dim=8", "expected hidden_size / num_attention_heads = 4"]),
     (dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}), ["rope_type='linear'"]),
     (dict(rope_scaling={"type": "dynamic", "factor": 2.0}), ["rope_scaling's rope_type='dynamic'"]),

@@ -284,16 +284,37 @@ class GPT(ModelBase):
 
     @classmethod
     def from_pretrained(cls, path, dtype="float32"):
-        """A GPT-2 or Llama from a local Hugging Face folder (``config.json`` and ``model.safetensors`` or
-        its shards; no torch, no pickle): see :func:`numpy_transformer.models.pretrained.load_pretrained`.
-        ``dtype`` ("float32" or "float64") is the model's; ``safetensors`` must be installed
-        (``pip install numpy-transformer[hf]``)."""
+        """A GPT-2 or Llama from a local Hugging Face folder (no torch, no pickle).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            ``config.json`` (``model_type`` ``"gpt2"`` or ``"llama"``) and ``model.safetensors`` or its
+            shards (``model.safetensors.index.json``).
+        dtype : {"float32", "float64"}
+            The model's dtype (the file's tensors are cast to it).
+
+        Returns
+        -------
+        GPT
+            In eval mode, ``dropout=0.0``. What does not map exactly raises ``nt.PretrainedFolderError``;
+            ``safetensors`` must be installed (``pip install numpy-transformer[hf]``). See
+            :func:`numpy_transformer.models.pretrained.load_pretrained`.
+        """
         from .pretrained import load_pretrained
         return load_pretrained(cls, path, dtype)
 
     def save_pretrained(self, path):
-        """Write this model as a Hugging Face GPT-2 or Llama folder that ``transformers`` loads to the same
-        logits: see :func:`numpy_transformer.models.pretrained.save_pretrained`."""
+        """Write this model as a Hugging Face GPT-2 or Llama folder (``config.json``, ``model.safetensors``)
+        that ``transformers.AutoModelForCausalLM.from_pretrained`` loads to the same logits.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The folder (created if needed). A model neither architecture expresses raises
+            ``nt.PretrainedFolderError`` naming its fields, before anything is written. See
+            :func:`numpy_transformer.models.pretrained.save_pretrained`.
+        """
         from .pretrained import save_pretrained
         save_pretrained(self, path)
 

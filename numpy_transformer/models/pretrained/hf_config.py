@@ -24,6 +24,9 @@ Llama (``LlamaForCausalLM``)::
     max_position_embeddings -> block_size    rms_norm_eps -> layer_norm_eps
     rope_theta (or rope_parameters["rope_theta"]) -> rope_base    attention_bias = mlp_bias -> bias
     rotary (rotate_half), RMSNorm, SwiGLU; tie_word_embeddings default false
+
+(Llama's ``intermediate_size`` is a number: a config with ``n_inner=None`` comes back with
+``n_inner = 4 * n_embd``, the same model.)
 """
 
 from __future__ import annotations
@@ -97,6 +100,9 @@ def _llama_fields(hf: dict) -> dict:
     d, heads = _get(hf, "hidden_size"), _get(hf, "num_attention_heads")
     _require(hf, "hidden_act", "silu", "silu", "Llama's SwiGLU gates with silu")
     attention_bias, mlp_bias = hf.get("attention_bias", False), hf.get("mlp_bias", False)
+    for key, value in (("attention_bias", attention_bias), ("mlp_bias", mlp_bias)):
+        if not isinstance(value, bool):
+            raise PretrainedFolderError(f"config.json: {key} must be true or false, got {value!r}")
     if attention_bias != mlp_bias:
         raise PretrainedFolderError(f"config.json: attention_bias={attention_bias!r} with mlp_bias={mlp_bias!r} is "
                                     "not supported (GPTConfig.bias puts biases in both or in neither)")

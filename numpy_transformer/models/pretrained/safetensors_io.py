@@ -66,7 +66,8 @@ def weight_files(folder: str) -> List[str]:
     if pickles:
         raise PretrainedFolderError(f"{folder} holds PyTorch pickle weights only ({', '.join(pickles)}), which are "
                                     "refused (unpickling can run code); convert them to safetensors, e.g. with "
-                                    "transformers: AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder)")
+                                    "transformers: AutoModelForCausalLM.from_pretrained(folder)"
+                                    ".save_pretrained(folder)")
     raise PretrainedFolderError(f"{folder} holds no {SINGLE} (nor {INDEX})")
 
 
