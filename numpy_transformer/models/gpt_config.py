@@ -13,7 +13,7 @@ import numpy as np
 from ..nn.block import FFNS, GATED_FFNS, NORMS as _BLOCK_NORMS
 from ..utils.checks import as_float_dtype, check_number, check_positive_int, check_probability
 
-__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "NORMS", "BIAS_POSITIONS"]
+__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "GPT_ONLY_FFNS", "NORMS", "BIAS_POSITIONS"]
 
 #: the position schemes GPT implements (:mod:`.gpt`); the vocabulary of ``positions=``
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
@@ -21,8 +21,9 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 BLOCK_POSITIONS = ("rope", "alibi", "relative")
 BIAS_POSITIONS = ("alibi", "relative")
 # the feed-forwards and norms are the block's (numpy_transformer.nn.block: FFNS, GATED_FFNS, NORMS)
-#: plus "gelu_new" (Hugging Face GPT-2's tanh GELU), which GPT builds as nt.GELU(approximate="tanh")
-GPT_FFNS = (*FFNS, "gelu_new")
+#: the feed-forwards only GPT builds: "gelu_new", Hugging Face GPT-2's tanh GELU (nt.GELU(approximate="tanh"))
+GPT_ONLY_FFNS = ("gelu_new",)
+GPT_FFNS = (*FFNS, *GPT_ONLY_FFNS)
 NORMS = tuple(_BLOCK_NORMS)
 
 
