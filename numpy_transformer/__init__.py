@@ -37,6 +37,7 @@ _NAMES = {
     "clip_grad_norm_": ".optim.clip",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
     "CheckpointError": ".training.checkpoint", "CheckpointWriteError": ".training.checkpoint",
+    "PretrainedFolderError": ".models.pretrained",
 }
 
 
@@ -80,6 +81,7 @@ if TYPE_CHECKING:                             # what editors and type checkers s
     from .tasks.bleu import corpus_bleu
     from .training.checkpoint import CheckpointError, CheckpointWriteError
     from .models.gpt import GPT, GPTConfig, llama_config
+    from .models.pretrained import PretrainedFolderError
     from .models.encoder import TransformerModel
     from .nn import *  # noqa: F401,F403 (nn.__all__, found from its files)
     from .optim.clip import clip_grad_norm_

@@ -41,8 +41,8 @@ import numpy as np
 from .. import functional as F
 from ..utils.checks import as_generator, check_attention_mask, check_grad, check_ids, check_token_batch
 from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
-from ..nn import (Dropout, Embedding, Linear, ModuleList, PositionalEncoding, RelativePositionBias, TransformerBlock,
-                  TransformerEncoderLayer)
+from ..nn import (GELU, Dropout, Embedding, Linear, ModuleList, PositionalEncoding, RelativePositionBias,
+                  TransformerBlock, TransformerEncoderLayer)
 from ..nn.block import make_norm
 from .encoder import ModelBase
 from ..nn.kv_cache import KVCache, resolve_use_cache
@@ -100,14 +100,18 @@ class GPT(ModelBase):
                 c.n_head, num_buckets=c.relative_attention_num_buckets,
                 max_distance=c.relative_attention_max_distance, bidirectional=False, dtype=dt, seed=rng)
         self.drop = Dropout(c.dropout, seed=rng.spawn(1)[0])
+        tanh_gelu = c.ffn == "gelu_new"                 # GPT-2's GELU: the tanh approximation
         if c.modern:
             self.h = ModuleList(TransformerBlock(d, c.n_head, c.ffn_dim, num_kv_heads=c.num_kv_heads, dropout=c.dropout,
-                                                 ffn=c.ffn, norm=c.norm, norm_first=True, bias=c.bias,
-                                                 layer_norm_eps=c.layer_norm_eps, rope=c.positions == "rope",
-                                                 rope_base=c.rope_base, dtype=dt, seed=rng)
+                                                 ffn="gelu" if tanh_gelu else c.ffn, norm=c.norm, norm_first=True,
+                                                 bias=c.bias, layer_norm_eps=c.layer_norm_eps,
+                                                 rope=c.positions == "rope", rope_base=c.rope_base, dtype=dt, seed=rng)
                                 for _ in range(c.n_layer))
+            for block in self.h if tanh_gelu else ():
+                block.mlp.activation = GELU(approximate="tanh")
         else:
-            self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout, c.ffn,
+            self.h = ModuleList(TransformerEncoderLayer(d, c.n_head, c.ffn_dim, c.dropout,
+                                                        GELU(approximate="tanh") if tanh_gelu else c.ffn,
                                                         layer_norm_eps=c.layer_norm_eps, batch_first=True,
                                                         norm_first=True, bias=c.bias, dtype=dt, seed=rng)
                                 for _ in range(c.n_layer))
@@ -277,6 +281,42 @@ class GPT(ModelBase):
             dx = self.pos_encoding.backward(dx)
         self.wte.backward(dx)
         return None
+
+    @classmethod
+    def from_pretrained(cls, path, dtype="float32"):
+        """A GPT-2 or Llama from a local Hugging Face folder (no torch, no pickle).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            ``config.json`` (``model_type`` ``"gpt2"`` or ``"llama"``) and ``model.safetensors`` or its
+            shards (``model.safetensors.index.json``).
+        dtype : {"float32", "float64"}
+            The model's dtype (the file's tensors are cast to it).
+
+        Returns
+        -------
+        GPT
+            In eval mode, ``dropout=0.0``. What does not map exactly raises ``nt.PretrainedFolderError``;
+            ``safetensors`` must be installed (``pip install numpy-transformer[hf]``). See
+            :func:`numpy_transformer.models.pretrained.load_pretrained`.
+        """
+        from .pretrained import load_pretrained
+        return load_pretrained(cls, path, dtype)
+
+    def save_pretrained(self, path):
+        """Write this model as a Hugging Face GPT-2 or Llama folder (``config.json``, ``model.safetensors``)
+        that ``transformers.AutoModelForCausalLM.from_pretrained`` loads to the same logits.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The folder (created if needed). A model neither architecture expresses raises
+            ``nt.PretrainedFolderError`` naming its fields, before anything is written. See
+            :func:`numpy_transformer.models.pretrained.save_pretrained`.
+        """
+        from .pretrained import save_pretrained
+        save_pretrained(self, path)
 
     def generate(self, ids, max_new_tokens, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.models.generation.generate`."""

@@ -13,7 +13,7 @@ import numpy as np
 from ..nn.block import FFNS, GATED_FFNS, NORMS as _BLOCK_NORMS
 from ..utils.checks import as_float_dtype, check_number, check_positive_int, check_probability
 
-__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "NORMS", "BIAS_POSITIONS"]
+__all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "GPT_ONLY_FFNS", "NORMS", "BIAS_POSITIONS"]
 
 #: the position schemes GPT implements (:mod:`.gpt`); the vocabulary of ``positions=``
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
@@ -21,7 +21,9 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 BLOCK_POSITIONS = ("rope", "alibi", "relative")
 BIAS_POSITIONS = ("alibi", "relative")
 # the feed-forwards and norms are the block's (numpy_transformer.nn.block: FFNS, GATED_FFNS, NORMS)
-GPT_FFNS = FFNS
+#: the feed-forwards only GPT builds: "gelu_new", Hugging Face GPT-2's tanh GELU (nt.GELU(approximate="tanh"))
+GPT_ONLY_FFNS = ("gelu_new",)
+GPT_FFNS = (*FFNS, *GPT_ONLY_FFNS)
 NORMS = tuple(_BLOCK_NORMS)
 
 
@@ -47,10 +49,12 @@ class GPTConfig:
     bias : bool
         Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
         the head never has one.
-    ffn : {"gelu", "relu", "silu", "swiglu"}
-        The feed-forward: an MLP with that activation (exact GELU, as ``torch.nn.functional.gelu``), or
-        a gated one, SwiGLU (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
-        :data:`numpy_transformer.nn.block.FFNS`.
+    ffn : {"gelu", "relu", "silu", "swiglu", "gelu_new"}
+        The feed-forward: an MLP with that activation (``"gelu"``: exact GELU, as
+        ``torch.nn.functional.gelu``; ``"gelu_new"``, Hugging Face GPT-2's ``activation_function``: GELU's
+        tanh approximation, ``nt.GELU(approximate="tanh")``), or a gated one, SwiGLU
+        (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
+        :data:`numpy_transformer.nn.block.FFNS` and ``"gelu_new"``.
     layer_norm_eps : float
     positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
         A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q

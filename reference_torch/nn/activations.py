@@ -11,7 +11,9 @@ import numpy_transformer as nt
 
 __all__ = ["activation"]
 
-_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+# "gelu_new": Hugging Face GPT-2's name for the tanh GELU (nt.GPTConfig's ffn="gelu_new")
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+                "gelu_new": functools.partial(F.gelu, approximate="tanh")}
 
 
 def activation(spec):

@@ -124,8 +124,11 @@ def test_checkpoint_format_names_no_model_class_and_a_new_kind_loads_without_tou
 # -- each vocabulary once -----------------------------------------------------------------------------------
 def test_each_choice_vocabulary_is_defined_once_and_derived_everywhere():
     assert nn_block.FFNS == (*activations.ACTIVATIONS, *nn_block.GATED_FFNS)
-    assert gpt_config.GPT_FFNS is nn_block.FFNS and gpt_config.NORMS == tuple(nn_block.NORMS)
-    assert kinds.GPTKind.activations is nn_block.FFNS
+    # GPT's feed-forwards: the block's, and the one only GPT builds (GPT-2's tanh GELU, "gelu_new")
+    assert gpt_config.GPT_FFNS == (*nn_block.FFNS, *gpt_config.GPT_ONLY_FFNS)
+    assert gpt_config.GPT_ONLY_FFNS == ("gelu_new",)
+    assert gpt_config.NORMS == tuple(nn_block.NORMS)
+    assert kinds.GPTKind.activations is gpt_config.GPT_FFNS
     assert kinds.EncoderKind.activations == kinds.Seq2SeqKind.activations == tuple(activations.ACTIVATIONS)
     assert kinds.GPTKind.positions is gpt_config.POSITIONS
     assert set(train_config.ACTIVATION_CHOICES) == {a for k in kinds.KINDS.values() for a in k.activations}

@@ -148,7 +148,7 @@ def test_train_command_with_check_torch(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["train", "--optimizer", "rmsprop"], "optimizer must be one of ['adam', 'adamw', 'sgd'], got 'rmsprop'"),
-    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu', 'silu', 'swiglu'), got 'tanh'"),
+    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu', 'silu', 'swiglu', 'gelu_new'), got 'tanh'"),
     (["train", "--activation", "swiglu"], "activation must be one of ('relu', 'gelu', 'silu') for --model encoder"),
     (["train", "--norm", "rmsnorm"], "norm='rmsnorm' is an option of --model gpt only"),
     (["train", "--pos-encoding", "rope"], "pos_encoding must be one of ('sinusoidal', 'learned', 'relative', 'alibi', 'none') for --model encoder"),
