@@ -29,6 +29,7 @@ import torch.nn.functional as TF
 from torch import nn
 
 from numpy_transformer import testing
+from numpy_transformer.nn.block import GATED_FFNS
 from numpy_transformer.testing.modules import call as call_case
 
 from .convert import to_torch, torch_dtype
@@ -38,7 +39,7 @@ from .nn.activations import activation
 from .nn.attention import MultiheadAttention
 from .nn.block import block_like
 from .nn.decoder import DECODER_KINDS, fill_causal_masks
-from .nn.feedforward import SwiGLU
+from .nn.feedforward import gated_like
 from .nn.gqa import attention_like
 from .nn.layers import Dropout, LearnedPositionalEmbedding, PositionalEncoding, TokenEmbedding
 from .nn.position_bias import RelativePositionBias
@@ -117,9 +118,6 @@ def _dropout(x, p, mask, training=True):
 
 ADAPTERS = {
     "embedding": _embedding,
-    # SwiGLU, as Hugging Face's LlamaMLP: down(silu(gate(x)) * up(x))
-    "swiglu": lambda x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None: TF.linear(
-        TF.silu(TF.linear(x, w_gate, b_gate)) * TF.linear(x, w_up, b_up), w_down, b_down),
     "dropout": _dropout,
     "flash_attention": _flash,                       # the same maths, tiled: torch's SDPA is the oracle
     "flash_attention_gqa": _flash,                   # enable_gqa=True arrives in the static options
@@ -147,6 +145,16 @@ def resolve(dotted):
     raise LookupError(f"{dotted!r}: no module {parts[0]!r} to import")
 
 
+def _gated(name, act):
+    """A gated feed-forward in torch, as Hugging Face's ``LlamaMLP``: ``down(act(gate(x)) * up(x))``, the
+    registry case naming ``act`` (``OpCase.gated``); the op's static options go to ``act``."""
+    def op(x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None, **act_options):
+        return TF.linear(act(TF.linear(x, w_gate, b_gate), **act_options) * TF.linear(x, w_up, b_up), w_down, b_down)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``down({act.__name__}(gate(x)) * up(x))`` for the gated registry op {name!r}."
+    return op
+
+
 def torch_op(name):
     """Torch's function for registry op ``name``, called with our keyword arguments (tensors): the
     function its case names (``OpCase.torch``, arguments mapped by ``OpCase.torch_kwargs``), or the
@@ -162,6 +170,8 @@ def torch_op(name):
     fn = resolve(case.torch)
     if not callable(fn):
         raise TypeError(f"op {name!r}: OpCase.torch={case.torch!r} names a {type(fn).__name__}, not a function")
+    if case.gated:
+        return _gated(name, fn)
 
     def op(**kwargs):
         return fn(**case.torch_kwargs(kwargs))
@@ -235,7 +245,6 @@ MODULES = {
     "RotaryEmbedding": lambda m, twin=False: RotaryEmbedding(m.dim, m.base, m.interleaved),
     "LearnedPositionalEmbedding": lambda m, twin=False: LearnedPositionalEmbedding(m.max_len, m.d_model),
     "SiLU": lambda m, twin=False: nn.SiLU(),
-    "SwiGLU": lambda m, twin=False: SwiGLU(m.d_model, m.hidden_dim, bias=m.gate_proj.bias is not None),
     # torch has no GPT: the twin, with torch.nn.TransformerEncoderLayer blocks (or the block twins)
     "GPT": lambda m, twin=False: GPT(m.config, twin=twin),
     # torch has no such modules: torch's own scaled_dot_product_attention(enable_gqa=True) ("torch.nn")
@@ -246,6 +255,8 @@ MODULES = {
     "RelativePositionBias": lambda m, twin=False: RelativePositionBias(m.num_heads, m.num_buckets, m.max_distance,
                                                                           m.bidirectional),
 }
+# the gated feed-forwards (nt.SwiGLU ...), every class of the library's vocabulary: one twin for all
+MODULES.update({cls.__name__: lambda m, twin=False: gated_like(m) for cls in GATED_FFNS.values()})
 # TransformerDecoderLayer, TransformerDecoder, Transformer (their parts built by this table)
 for _twins in (decoder, seq2seq):
     MODULES.update(_twins.torch_modules(lambda m, twin: MODULES[type(m).__name__](m, twin)))

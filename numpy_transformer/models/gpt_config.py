@@ -49,12 +49,13 @@ class GPTConfig:
     bias : bool
         Biases in the attention and feed-forward projections and the LayerNorms (nanoGPT's ``bias``);
         the head never has one.
-    ffn : {"gelu", "relu", "silu", "swiglu", "gelu_new"}
-        The feed-forward: an MLP with that activation (``"gelu"``: exact GELU, as
-        ``torch.nn.functional.gelu``; ``"gelu_new"``, Hugging Face GPT-2's ``activation_function``: GELU's
-        tanh approximation, ``nt.GELU(approximate="tanh")``), or a gated one, SwiGLU
-        (``down_proj(silu(gate_proj(x)) * up_proj(x))``, Llama's); the choices are
-        :data:`numpy_transformer.nn.block.FFNS` and ``"gelu_new"``.
+    ffn : str
+        The feed-forward, one of :data:`numpy_transformer.nn.block.FFNS` or ``"gelu_new"``: an MLP with an
+        activation ("gelu" (exact, as ``torch.nn.functional.gelu``), "relu", "silu"; "gelu_new", Hugging
+        Face GPT-2's ``activation_function``: GELU's tanh approximation, ``nt.GELU(approximate="tanh")``),
+        or a gated feed-forward of :data:`~numpy_transformer.nn.block.GATED_FFNS`,
+        ``down_proj(act(gate_proj(x)) * up_proj(x))`` ("swiglu", Llama's, and the others defined in
+        nn/feedforward.py).
     layer_norm_eps : float
     positions : {"learned", "sinusoidal", "rope", "alibi", "relative", "none"}
         A trained table ``wpe.weight`` (GPT-2), the fixed sine/cosine table, rotary embeddings of q

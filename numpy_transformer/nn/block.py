@@ -23,7 +23,7 @@ from . import hooks
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
 from ._init import dtype_of
 from .activations import ACTIVATIONS, activation_module
-from .feedforward import SwiGLU
+from . import feedforward
 from .gqa import GroupedQueryAttention
 from .layers import Dropout, Linear
 from .module import Module
@@ -34,8 +34,9 @@ __all__ = ["FeedForward", "TransformerBlock", "FFNS", "GATED_FFNS", "NORMS", "ma
 # The vocabularies of ``ffn=`` and ``norm=``, each defined once, here; the models (GPTConfig), the
 # training configuration, the model kinds and the CLI derive their choices and messages from them.
 #: gated feed-forwards by name: ``down_proj(act(gate_proj(x)) * up_proj(x))``, built as
-#: ``cls(d_model, dim_feedforward, bias=, dtype=, seed=)``; a new gated kind is one entry here
-GATED_FFNS = {"swiglu": SwiGLU}
+#: ``cls(d_model, dim_feedforward, bias=, dtype=, seed=)``: every subclass of ``GatedFeedForward`` in
+#: nn/feedforward.py, found by its ``ffn`` name (a new gated kind is one subclass there, no entry here)
+GATED_FFNS = {cls.ffn: cls for cls in feedforward.GatedFeedForward.__subclasses__()}
 #: every ``ffn``: an MLP with one of the activations (:class:`FeedForward`), or a gated one
 FFNS = (*ACTIVATIONS, *GATED_FFNS)
 #: the norms by name (``norm=``)
@@ -102,8 +103,10 @@ class TransformerBlock(Module):
     num_kv_heads : int, optional
         Key/value heads (default H; 1: multi-query attention).
     dropout : float
-        On the attention probabilities, both residual branches and (not SwiGLU) inside the feed-forward.
-    ffn : {"relu", "gelu", "silu", "swiglu"}
+        On the attention probabilities, both residual branches and (not a gated one) inside the feed-forward.
+    ffn : str
+        One of :data:`FFNS`: an activation of ``nn.activations.ACTIVATIONS`` ("relu", "gelu", "silu": a
+        :class:`FeedForward`), or a gated feed-forward of :data:`GATED_FFNS` ("swiglu" ...).
     norm : {"layernorm", "rmsnorm"}
     norm_first : bool
         Pre-LN (True) or post-LN.

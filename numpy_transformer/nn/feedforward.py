@@ -1,6 +1,9 @@
-"""The gated feed-forward :class:`SwiGLU` of Llama-style blocks, ``down_proj(silu(gate_proj(x)) *
-up_proj(x))`` (Hugging Face's ``LlamaMLP``; torch has no such class). The functional pair is
-:func:`numpy_transformer.functional.swiglu_forward` / ``swiglu_backward``.
+"""The gated feed-forwards of today's blocks, ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``
+(torch has no such classes; Hugging Face's names): :class:`GatedFeedForward` holds the maths once, and
+each variant is a subclass naming its ``ffn`` choice and its activation — :class:`SwiGLU` (SiLU, as
+``LlamaMLP``). The subclasses are the gated choices of a block's ``ffn`` (:data:`nn.block.GATED_FFNS`
+finds them), so a new variant is one subclass here. The functional pair is
+:func:`numpy_transformer.functional.gated_forward` / ``gated_backward``.
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ from .activations import SiLU
 from .layers import Linear
 from .module import Module
 
-__all__ = ["SwiGLU"]
+__all__ = ["GatedFeedForward", "SwiGLU"]
 
 
-class SwiGLU(Module):
-    """SwiGLU feed-forward: ``y = down_proj(silu(gate_proj(x)) * up_proj(x))``, (..., D) -> (..., D).
+class GatedFeedForward(Module):
+    """A gated feed-forward: ``y = down_proj(act_fn(gate_proj(x)) * up_proj(x))``, (..., D) -> (..., D).
 
-    Two projections D -> F, one of them gated by SiLU, their elementwise product, and one projection
-    F -> D. With the same parameter count as a ReLU feed-forward of width F' the usual choice is
-    ``F = 2/3 F'`` (Llama: ``F = 8/3 D``, rounded).
+    Two projections D -> F, one of them gated by the activation, their elementwise product, and one
+    projection F -> D. With the same parameter count as a ReLU feed-forward of width F' the usual
+    choice is ``F = 2/3 F'`` (Llama: ``F = 8/3 D``, rounded). A subclass sets :attr:`ffn` (its name as
+    a block's ``ffn`` choice), :attr:`activation` (the activation's name, for the torch twins) and
+    :meth:`make_activation`.
 
     Parameters
     ----------
@@ -42,9 +47,12 @@ class SwiGLU(Module):
         ``state_dict`` keys ``gate_proj.weight`` (F, D), ``up_proj.weight`` (F, D) (and ``.bias`` (F,)).
     down_proj : Linear (F -> D)
         ``down_proj.weight`` (D, F) (and ``down_proj.bias`` (D,)).
-    act_fn : SiLU
+    act_fn : Module
         The gate's activation (no parameters), as ``LlamaMLP.act_fn``.
     """
+
+    ffn = None                   # the block's ``ffn`` name of the variant ("swiglu")
+    activation = None            # the gate's activation ("silu"), as nn.activations names it
 
     def __init__(self, d_model, hidden_dim, bias=False, dtype=np.float32, seed=None):
         super().__init__()
@@ -57,12 +65,16 @@ class SwiGLU(Module):
         self.gate_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)
         self.up_proj = Linear(d_model, hidden_dim, bias=bool(bias), dtype=self.dtype, seed=rng)
         self.down_proj = Linear(hidden_dim, d_model, bias=bool(bias), dtype=self.dtype, seed=rng)
-        self.act_fn = SiLU()                                                     # no parameters
+        self.act_fn = self.make_activation()                                     # no parameters
+
+    def make_activation(self):
+        """The gate's activation module (a subclass's choice)."""
+        raise NotImplementedError(f"{type(self).__name__} must define make_activation()")
 
     def forward(self, x):
         """x (..., D) -> (..., D)."""
         x = check_float_input(x, "x", self.dtype, last_dim=self.d_model, shape_doc="(..., d_model)")
-        a = self.act_fn(self.gate_proj(x))                                       # (..., F) silu(gate)
+        a = self.act_fn(self.gate_proj(x))                                       # (..., F) act(gate)
         u = self.up_proj(x)                                                      # (..., F)
         self._save((a, u))
         return self.down_proj(a * u)                                             # (..., D)
@@ -72,7 +84,7 @@ class SwiGLU(Module):
 
         ``h = a * u`` is a product, so each factor gets the other times ``dh`` (``da = dh * u``,
         ``du = dh * a``); x feeds both projections, so its gradient is the sum of their two backwards
-        (the derivation: :func:`numpy_transformer.functional.swiglu_backward`)."""
+        (the derivation: :func:`numpy_transformer.functional.gated_backward`)."""
         a, u = self._take()
         dh = self.down_proj.backward(dout)                                       # (..., F)
         dx = self.gate_proj.backward(self.act_fn.backward(dh * u))               # (..., D) through the gate
@@ -80,3 +92,14 @@ class SwiGLU(Module):
 
     def extra_repr(self):
         return f"d_model={self.d_model}, hidden_dim={self.hidden_dim}, bias={self.gate_proj.bias is not None}"
+
+
+class SwiGLU(GatedFeedForward):
+    """SwiGLU: ``y = down_proj(silu(gate_proj(x)) * up_proj(x))`` (Llama's ``LlamaMLP``); the
+    parameters and attributes of :class:`GatedFeedForward`, ``act_fn`` a :class:`SiLU`."""
+
+    ffn = "swiglu"
+    activation = "silu"
+
+    def make_activation(self):
+        return SiLU()

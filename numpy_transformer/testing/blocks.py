@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import nn
+from ..nn.block import FFNS, NORMS
 
 __all__ = ["BLOCK_KINDS", "draw_block", "build_block", "make_block_inputs", "block_call_args", "block_input_grads"]
 
@@ -37,8 +38,8 @@ def draw_block(c, cfg, min_width, min_len, rope=None, ffn=None, norm=None, norm_
                bias_kind=_pick(c, (None, "shared", "per_batch"), bias_kind),
                padding=_pick(c, (False, True), padding))
     if cfg["kind"] == "TransformerBlock":
-        cfg.update(F=c.integers(max(min_width, 1), 8), ffn=_pick(c, ("relu", "gelu", "silu", "swiglu"), ffn),
-                   norm=_pick(c, ("layernorm", "rmsnorm"), norm), norm_first=_pick(c, (False, True), norm_first),
+        cfg.update(F=c.integers(max(min_width, 1), 8), ffn=_pick(c, FFNS, ffn),
+                   norm=_pick(c, tuple(NORMS), norm), norm_first=_pick(c, (False, True), norm_first),
                    eps=c.log_uniform(1e-12, 1e-2))
         if cfg["D"] < 3 and cfg["norm"] == "layernorm":        # LayerNorm over D <= 2 is ill-conditioned
             cfg["norm"] = "rmsnorm"

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from .. import nn
+from ..nn.block import FFNS, GATED_FFNS, NORMS
 from .blocks import BLOCK_KINDS, block_call_args, block_input_grads, build_block, draw_block, make_block_inputs
 from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
                        make_decoder_inputs)
@@ -140,7 +141,7 @@ def _draw_silu(c, cfg, min_width, min_len):
     cfg.update(lead=_lead_shape(c) + (c.integers(min_width, 6),))
 
 
-def _draw_swiglu(c, cfg, min_width, min_len, bias=None):
+def _draw_gated(c, cfg, min_width, min_len, bias=None):
     cfg.update(lead=_lead_shape(c), D=c.integers(min_width, 6), F=c.integers(min_width, 8),
                bias=_pick(c, (False, True), bias))
 
@@ -156,8 +157,8 @@ def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=No
     buckets = c.integers(2, 8)                                  # causal: max_distance above the exact buckets
     cfg.update(V=c.integers(2, 9), H=h, D=h * dh, F=c.integers(min_width, 8), n_layer=c.integers(1, 2),
                ids_shape=(b, s), block_size=s + c.integers(0, 2), bias=c.boolean(), eps=c.log_uniform(1e-12, 1e-2),
-               ffn=_pick(c, ("gelu", "relu", "silu", "swiglu"), ffn), positions=positions,
-               norm=_pick(c, ("layernorm", "rmsnorm"), norm), num_kv_heads=kv,
+               ffn=_pick(c, FFNS, ffn), positions=positions,
+               norm=_pick(c, tuple(NORMS), norm), num_kv_heads=kv,
                buckets=buckets, max_distance=c.integers(buckets // 2 + 1, 10),
                tie_word_embeddings=_pick(c, (True, False), tie_word_embeddings))
 
@@ -298,9 +299,10 @@ MODULES = {case.name: case for case in [
     ModuleCase("LearnedPositionalEmbedding", _draw_positional,
                lambda cfg: nn.LearnedPositionalEmbedding(cfg["max_len"], cfg["D"], dtype=_dt(cfg), seed=cfg["seed"])),
     ModuleCase("SiLU", _draw_silu, lambda cfg: nn.SiLU()),
-    ModuleCase("SwiGLU", _draw_swiglu,
-               lambda cfg: nn.SwiGLU(cfg["D"], cfg["F"], bias=cfg["bias"], dtype=_dt(cfg), seed=cfg["seed"]),
-               examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
+    # the gated feed-forwards (nt.SwiGLU ...): a case for every class of the ffn vocabulary (nn.block.GATED_FFNS)
+    *[ModuleCase(cls.__name__, _draw_gated,
+                 lambda cfg, cls=cls: cls(cfg["D"], cfg["F"], bias=cfg["bias"], dtype=_dt(cfg), seed=cfg["seed"]),
+                 examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))) for cls in GATED_FFNS.values()],
     # ids in, logits out: every parameter's gradient (the tied wte/lm_head weight: the sum of both uses)
     ModuleCase("GPT", _draw_gpt, _build_gpt,
                examples=(("learned, tied", {"positions": "learned", "tie_word_embeddings": True, "ffn": "gelu",
@@ -321,6 +323,7 @@ MODULES = {case.name: case for case in [
 ]}
 
 KINDS = tuple(MODULES)
+GATED_KINDS = tuple(cls.__name__ for cls in GATED_FFNS.values())
 TWIN_KINDS = tuple(k for k, m in MODULES.items() if m.twin)
 
 
@@ -369,7 +372,7 @@ def make_inputs(cfg, rng):
         return {}, {"s": cfg["S"], "t": cfg["T"], "offset": cfg["offset"]}
     if k == "SiLU":
         return {"input": (rng.standard_normal(cfg["lead"]) * 3).astype(dt)}, {}
-    if k == "SwiGLU":
+    if k in GATED_KINDS:
         return {"x": rng.standard_normal(cfg["lead"] + (cfg["D"],)).astype(dt)}, {}
     if k in DECODER_KINDS:
         return make_decoder_inputs(cfg, rng)
@@ -407,7 +410,7 @@ def call_args(cfg, x, other):
         return [x["input"]], {}
     if k in ("Embedding", "TokenEmbedding", "GPT"):
         return [other["ids"]], {}
-    if k in ("PositionalEncoding", "LearnedPositionalEmbedding", "SwiGLU"):
+    if k in ("PositionalEncoding", "LearnedPositionalEmbedding", *GATED_KINDS):
         return [x["x"]], {}
     if k == "RotaryEmbedding":
         return [x["x"]], {"positions": other["positions"]}

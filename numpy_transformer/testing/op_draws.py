@@ -14,7 +14,7 @@ from .. import functional as F
 from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, make_masks, sdpa_mask, without_causal_hint
 
 __all__ = ["Draw", "linear", "embedding", "layer_norm", "rms_norm", "softmax", "cross_entropy", "relu", "gelu",
-           "silu", "swiglu", "dropout", "sdpa", "flash", "sdpa_gqa", "flash_gqa", "mha", "rope",
+           "silu", "gated", "dropout", "sdpa", "flash", "sdpa_gqa", "flash_gqa", "mha", "rope",
            "relative_position_bias"]
 
 
@@ -191,14 +191,16 @@ def silu(c, dtype, extreme=None):
     return Draw({"x": x}, {})
 
 
-def swiglu(c, dtype, bias=None):
+def gated(c, dtype, bias=None, **static):
+    """A gated feed-forward's inputs (x, the three weights, optionally the biases); ``static`` (e.g. GELU's
+    ``approximate``) passes through to the op."""
     rng = c.rng()
     lead, d, f = _lead(c), c.integers(1, 5), c.integers(1, 6)
     inputs = {"x": _n(rng, lead + (d,), dtype), "w_gate": _n(rng, (f, d), dtype), "w_up": _n(rng, (f, d), dtype),
               "w_down": _n(rng, (d, f), dtype)}
     if c.boolean() if bias is None else bias:
         inputs.update(b_gate=_n(rng, (f,), dtype), b_up=_n(rng, (f,), dtype), b_down=_n(rng, (d,), dtype))
-    return Draw(inputs, {})
+    return Draw(inputs, dict(static))
 
 
 def dropout(c, dtype, p=None):

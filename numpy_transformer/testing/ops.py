@@ -10,7 +10,9 @@ Its torch side is named by the case itself: a regular op gives torch's function 
 ``torch="torch.nn.functional.layer_norm"``, and ``torch_args`` says how its arguments map (a dict of
 renames, ``{"x": "input"}``, or a function of our keyword arguments returning torch's); the string is
 resolved on the torch side (``reference_torch.table.torch_op``, with importlib: this package never
-imports torch). An irregular op (``torch=None``: torch has no such function, or it needs more than
+imports torch). A gated feed-forward (``gated=True``: ``down(act(gate(x)) * up(x))``) names the gate's
+activation, ``torch="torch.nn.functional.silu"``; the torch side composes it with torch's ``linear``,
+and the op's static options (GELU's ``approximate``) go to the activation. An irregular op (``torch=None``: torch has no such function, or it needs more than
 a mapping of its arguments) has an adapter of the same name in ``reference_torch.table.ADAPTERS``.
 """
 
@@ -45,6 +47,7 @@ class OpCase:
     short: str = None                            # the report's name for it, when shorter than ``name``
     torch: Optional[str] = None                  # torch's function, dotted; None: an adapter in the torch table
     torch_args: Union[Mapping[str, str], Callable, None] = None   # our arguments -> torch's (see torch_kwargs)
+    gated: bool = False                          # a gated feed-forward: ``torch`` names the gate's activation
 
     def torch_kwargs(self, kwargs):
         """Our keyword arguments (inputs and static options, as tensors) as those of torch's function
@@ -181,8 +184,8 @@ OPS = {case.name: case for case in [
            examples=(("", {"extreme": False}),),
            torch=_TF + "silu", torch_args=_X),
     OpCase("swiglu", *_pair("swiglu_forward", "swiglu_backward",
-                            ("x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down")), draws.swiglu,
-           examples=(("no bias", {"bias": False}), ("bias", {"bias": True}))),
+                            ("x", "w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down")), draws.gated,
+           examples=(("no bias", {"bias": False}), ("bias", {"bias": True})), torch=_TF + "silu", gated=True),
     OpCase("dropout", _dropout_forward, _pair("dropout_forward", "dropout_backward", ("x",))[1], draws.dropout,
            examples=(("fixed mask, p=0.3", {"p": 0.3}),)),
     OpCase("scaled_dot_product_attention",

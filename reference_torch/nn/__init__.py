@@ -13,7 +13,7 @@ file                        twins of ``numpy_transformer/nn/<file>``
 ``transformer.py``          ``TransformerEncoderLayer``, ``TransformerEncoder``
 ``decoder.py``              ``TransformerDecoderLayer``, ``TransformerDecoder``
 ``seq2seq.py``              ``Transformer``
-``feedforward.py``          ``SwiGLU`` (Hugging Face's ``LlamaMLP``)
+``feedforward.py``          the gated feed-forwards (``SwiGLU`` ...: Hugging Face's ``LlamaMLP``)
 ``block.py``                ``FeedForward``, ``TransformerBlock``
 ``gqa.py``                  ``GroupedQueryAttention``
 ``rotary.py``               ``RotaryEmbedding``, ``rope`` (Hugging Face's rotate_half, Meta's complex product)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from numpy_transformer.nn.block import GATED_FFNS
+
 from ..convert import torch_dtype
 from . import activations
-from .feedforward import SwiGLU
+from .feedforward import GatedFeedForward
 from .gqa import GroupedQueryAttention
 from .layers import Dropout
 from .module import ReferenceModule
@@ -50,8 +52,9 @@ class TransformerBlock(ReferenceModule):
         self.norm_first = norm_first
         self.self_attn = GroupedQueryAttention(d_model, nhead, num_kv_heads, bias, dropout, rope, rope_base,
                                                rope_interleaved, dtype=dtype, use_sdpa=use_sdpa)
-        if ffn == "swiglu":
-            self.mlp = SwiGLU(d_model, dim_feedforward, bias=bias, dtype=dtype)
+        if ffn in GATED_FFNS:                       # "swiglu" ...: the gate's activation is the variant's
+            self.mlp = GatedFeedForward(d_model, dim_feedforward, bias=bias, act=GATED_FFNS[ffn].activation,
+                                        dtype=dtype)
         else:
             self.mlp = FeedForward(d_model, dim_feedforward, dropout, activation=ffn, bias=bias, dtype=dtype)
         if norm == "rmsnorm":
