@@ -236,7 +236,7 @@ def test_float32_load_matches_transformers_float32(tmp_path):
 def test_gelu_new_is_the_tanh_gelu_in_either_block(modern):
     """ffn="gelu_new" against the torch twin (``F.gelu(approximate="tanh")``), logits and every gradient,
     in the torch-layout blocks and in the TransformerBlocks (rotary positions), and unlike exact GELU."""
-    from reference_torch import gpt as RG
+    from reference_torch.models import gpt as RG
     kw = dict(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=8, dtype="float64", seed=2,
               positions="rope" if modern else "learned")
     m = nt.GPT(ffn="gelu_new", **kw)
