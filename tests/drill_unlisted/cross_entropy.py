@@ -2,7 +2,7 @@
 
 MISTAKES = [
     dict(label="the backward forgets the 1/N of the mean",
-         keywords=["1/n", "mean", "factor"],
+         keywords=["1/n", "mean", "divided by n", "factor"],
          patch=[("return d * (dloss / N)", "return d * dloss")]),
     dict(label="the backward ignores dloss (upstream gradient dropped)",
          keywords=["dloss", "upstream"],

@@ -2,10 +2,10 @@
 
 MISTAKES = [
     dict(label="post-LN: the residual gradient dropped around the feed-forward (dh = FF's dx only)",
-         keywords=["residual"],
+         keywords=["residual", "skip"],
          patch=[("dh = dz2 + _ffn_backward(dz2, c_f, p, g)", "dh = _ffn_backward(dz2, c_f, p, g)")]),
     dict(label="post-LN: the residual gradient dropped around self-attention",
-         keywords=["residual"],
+         keywords=["residual", "skip"],
          patch=[("dx = dz1 + _attn_backward(dz1, c_a, p, g)", "dx = _attn_backward(dz1, c_a, p, g)")]),
     dict(label="heads split without the transpose (forward and backward)",
          keywords=["split", "head", "transpose"],

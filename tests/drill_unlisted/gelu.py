@@ -11,7 +11,7 @@ MISTAKES = [
          keywords=["sqrt(2)", "erf", "cdf"],
          patch=[("y = x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))", "y = x * 0.5 * (1.0 + _erf(x))")]),
     dict(label="tanh backward: chain factor du/dx missing the 3 * 0.044715 x^2 term",
-         keywords=["du/dx", "chain", "0.044715", "x^2"],
+         keywords=["du/dx", "chain", "inner derivative", "0.044715"],
          patch=[("* c * (1.0 + 3 * 0.044715 * x * x)", "* c")]),
     dict(label="tanh backward: 1 - t instead of 1 - t^2",
          keywords=["tanh", "1 - t", "derivative", "t^2"],

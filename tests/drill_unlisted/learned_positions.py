@@ -2,10 +2,10 @@
 
 MISTAKES = [
     dict(label="the forward ignores the offset (rows 0:S used)",
-         keywords=["offset"],
+         keywords=["offset", "rows 0:s"],
          patch=[("return x + W[offset:offset + s], (W.shape, offset, s)", "return x + W[:s], (W.shape, offset, s)")]),
     dict(label="the backward writes dW at rows 0:S, ignoring the offset",
-         keywords=["offset"],
+         keywords=["offset", "rows 0:s"],
          patch=[("dW[offset:offset + s] = dy.sum(axis=0)", "dW[:s] = dy.sum(axis=0)")]),
     dict(label="dW averaged over the batch instead of summed",
          keywords=["mean", "sum", "batch", "1/b"],

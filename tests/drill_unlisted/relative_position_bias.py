@@ -11,7 +11,7 @@ MISTAKES = [
          keywords=["repeat", "add.at", "scatter", "accumulat"],
          patch=[("np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T)", "dW[buckets.reshape(-1)] += dbias.reshape(H, -1).T")]),
     dict(label="bidirectional: the future half offset applied to the past (rel < 0)",
-         keywords=["bidirectional", "future", "past", "half"],
+         keywords=["bidirectional", "future", "past", "sign"],
          patch=[("buckets += (rel > 0) * num_buckets", "buckets += (rel < 0) * num_buckets")]),
     dict(label="log bucket computed with max_distance instead of max_distance / max_exact",
          keywords=["log", "max_distance", "bucket"],
