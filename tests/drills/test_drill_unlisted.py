@@ -1,4 +1,4 @@
-"""The held-out set of UNLISTED drill mistakes (``tests/drill_unlisted/``), issue 24.
+"""The held-out set of UNLISTED drill mistakes (``tests/drills/unlisted/``), issue 24.
 
 The set was written apart from the grader's list of known mistakes, as candidates who never saw it
 would write their wrong answers:
@@ -23,7 +23,7 @@ import re
 import pytest
 
 import numpy_transformer.drills as drills
-from tests.test_drills import check_inprocess, flat, solution_source
+from tests.drills.test_drills import check_inprocess, flat, solution_source
 
 NAMES = sorted(drills.EXERCISES)
 NAMING_GOAL = 0.94
@@ -32,8 +32,8 @@ CASES = 12
 
 
 def unlisted(name):
-    """The data module ``tests/drill_unlisted/<name>.py``."""
-    return importlib.import_module(f"tests.drill_unlisted.{name}")
+    """The data module ``tests/drills/unlisted/<name>.py``."""
+    return importlib.import_module(f"tests.drills.unlisted.{name}")
 
 
 def apply_once(source, patches):
