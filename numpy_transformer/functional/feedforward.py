@@ -1,7 +1,8 @@
 """The gated feed-forwards of today's blocks, ``down(act(gate(x)) * up(x))``, forward and backward,
 built from :mod:`.linear` and :mod:`.activations` (Shazeer, "GLU Variants Improve Transformer", 2020):
 :func:`gated_forward` / :func:`gated_backward` for any activation, and each variant a named pair on top,
-SwiGLU (``act = silu``, Hugging Face's ``LlamaMLP``).
+SwiGLU (``act = silu``, Hugging Face's ``LlamaMLP``) and GeGLU (``act = gelu``, the GELU-gated MLP of
+Gemma and T5 v1.1).
 
 Shapes: x (..., D), w_gate and w_up (F, D), w_down (D, F); biases (F,), (F,), (D,).
 """
@@ -12,10 +13,11 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .activations import silu_backward, silu_forward
+from .activations import gelu_backward, gelu_forward, silu_backward, silu_forward
 from .linear import LinearCache, linear_backward, linear_forward
 
-__all__ = ["GatedCache", "SwigluCache", "gated_forward", "gated_backward", "swiglu_forward", "swiglu_backward"]
+__all__ = ["GatedCache", "SwigluCache", "gated_forward", "gated_backward", "swiglu_forward", "swiglu_backward",
+           "geglu_forward", "geglu_backward"]
 
 
 class GatedCache(NamedTuple):
@@ -93,6 +95,29 @@ def swiglu_forward(x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None)
 def swiglu_backward(dout, cache):
     """SwiGLU's backward: :func:`gated_backward`, whose ``dg = da * silu'(g)`` with
     ``silu'(g) = s + g s (1 - s)``, ``s = sigmoid(g)`` (section SwiGLU of docs/derivations.md).
+
+    Returns
+    -------
+    dx, dw_gate, dw_up, dw_down, db_gate, db_up, db_down : ndarray (None for a missing bias)
+    """
+    return gated_backward(dout, cache)
+
+
+def geglu_forward(x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None, approximate="none"):
+    """GeGLU, ``out = (gelu(x W_gate^T + b_gate) * (x W_up^T + b_up)) W_down^T + b_down``:
+    :func:`gated_forward` with GELU (``approximate`` as :func:`gelu_forward`'s: ``"none"``, the exact
+    erf form of Shazeer's paper, or ``"tanh"``, Gemma's ``gelu_pytorch_tanh``). Shapes and returns as
+    there."""
+    def act_forward(g):
+        return gelu_forward(g, approximate)
+    return gated_forward(x, w_gate, w_up, w_down, b_gate, b_up, b_down,
+                         act_forward=act_forward, act_backward=gelu_backward)
+
+
+def geglu_backward(dout, cache):
+    """GeGLU's backward: :func:`gated_backward` (the product rule, x feeding both branches), whose
+    ``dg = da * gelu'(g)``: exact, ``gelu'(g) = Phi(g) + g phi(g)`` (the normal CDF and PDF); with
+    ``approximate="tanh"`` the derivative of the tanh form (section GELU of docs/derivations.md).
 
     Returns
     -------

@@ -1,7 +1,7 @@
 """The gated feed-forwards of today's blocks, ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``
 (torch has no such classes; Hugging Face's names): :class:`GatedFeedForward` holds the maths once, and
 each variant is a subclass naming its ``ffn`` choice and its activation — :class:`SwiGLU` (SiLU, as
-``LlamaMLP``). The subclasses are the gated choices of a block's ``ffn`` (:data:`nn.block.GATED_FFNS`
+``LlamaMLP``) and :class:`GeGLU` (GELU, the GELU-gated MLP of Gemma and T5 v1.1). The subclasses are the gated choices of a block's ``ffn`` (:data:`nn.block.GATED_FFNS`
 finds them), so a new variant is one subclass here. The functional pair is
 :func:`numpy_transformer.functional.gated_forward` / ``gated_backward``.
 """
@@ -12,11 +12,11 @@ import numpy as np
 
 from ..utils.checks import as_generator, check_float_input, check_positive_int
 from ._init import dtype_of
-from .activations import SiLU
+from .activations import GELU, SiLU
 from .layers import Linear
 from .module import Module
 
-__all__ = ["GatedFeedForward", "SwiGLU"]
+__all__ = ["GatedFeedForward", "SwiGLU", "GeGLU"]
 
 
 class GatedFeedForward(Module):
@@ -103,3 +103,28 @@ class SwiGLU(GatedFeedForward):
 
     def make_activation(self):
         return SiLU()
+
+
+class GeGLU(GatedFeedForward):
+    """GeGLU: ``y = down_proj(gelu(gate_proj(x)) * up_proj(x))`` (Shazeer 2020; Hugging Face's GELU-gated
+    MLP, ``GemmaMLP``); the parameters and attributes of :class:`GatedFeedForward`, plus
+
+    Parameters
+    ----------
+    approximate : {"none", "tanh"}
+        The gate's GELU, as ``torch.nn.GELU``'s: exact (the default, the paper's), or the tanh form
+        (Gemma's ``hidden_activation="gelu_pytorch_tanh"``). ``act_fn`` is that :class:`GELU`.
+    """
+
+    ffn = "geglu"
+    activation = "gelu"
+
+    def __init__(self, d_model, hidden_dim, bias=False, dtype=np.float32, seed=None, approximate="none"):
+        self.approximate = approximate          # read by make_activation, which GELU checks
+        super().__init__(d_model, hidden_dim, bias=bias, dtype=dtype, seed=seed)
+
+    def make_activation(self):
+        return GELU(approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, approximate={self.approximate!r}"

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
+from numpy_transformer.models.gpt_config import GPT_FFNS
 from numpy_transformer.tasks import data as ntdata
 from numpy_transformer.cli import main
 from numpy_transformer.training.trainer import TrainConfig
@@ -669,7 +670,7 @@ def test_cli_refuses_unknown_options_and_values(argv, needle, capsys):
     (["train", "--eval-every", "-1"], "--eval-every must be >= 0, got -1"),
     (["train", "--clip", "-1"], "clip (0 = no clipping) must be >= 0, got -1.0"),
     (["train", "--label-smoothing", "2"], "label_smoothing must be in [0, 1], got 2.0"),
-    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu', 'silu', 'swiglu', 'gelu_new'), got 'tanh'"),
+    (["train", "--activation", "tanh"], f"activation must be one of {GPT_FFNS}, got 'tanh'"),
     (["train", "--save", "no/such/dir/run.npz"], "the directory"),
     (["train", "--resume", "missing.npz"], "checkpoint missing.npz does not exist"),
     (["evaluate", "missing.npz"], "checkpoint missing.npz does not exist"),

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from _compare import assert_close
 
 import numpy_transformer as nt
+from numpy_transformer.nn.block import GATED_FFNS
 import reference_torch as R
 from reference_torch import convert, table
 from reference_torch.check import checker as check
@@ -207,8 +208,8 @@ def test_vs_twin_with_dropout(kind, dtype, data, p):
     enc = ("self_attn", "dropout", "dropout1", "dropout2")
     dec = ("self_attn", "multihead_attn", "dropout", "dropout1", "dropout2", "dropout3")
 
-    def block(ffn):            # nt.TransformerBlock: SwiGLU has no dropout inside
-        return ("self_attn", "dropout1", "dropout2") + (() if ffn == "swiglu" else ("mlp.dropout",))
+    def block(ffn):            # nt.TransformerBlock: a gated feed-forward has no dropout inside
+        return ("self_attn", "dropout1", "dropout2") + (() if ffn in GATED_FFNS else ("mlp.dropout",))
     expected = {"MultiheadAttention": {""}, "TransformerEncoderLayer": set(enc),
                 "TransformerDecoderLayer": set(dec)}.get(kind)
     if kind == "Transformer":

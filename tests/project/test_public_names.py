@@ -84,19 +84,19 @@ def test_top_level_offers_nn_and_its_tools():
 
 
 def test_a_new_nn_module_is_public_with_no_edit_of_any_init(tmp_path):
-    """A copy of the package with one more file, ``nn/geglu.py``: ``nt.nn.GeGLU`` and ``nt.GeGLU``."""
+    """A copy of the package with one more file, ``nn/probe_glu.py``: ``nt.nn.ProbeGLU`` and ``nt.ProbeGLU``."""
     import shutil
     shutil.copytree(os.path.join(ROOT, "numpy_transformer"), tmp_path / "numpy_transformer",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "numpy_transformer" / "nn" / "geglu.py").write_text(textwrap.dedent('''
+    (tmp_path / "numpy_transformer" / "nn" / "probe_glu.py").write_text(textwrap.dedent('''
         from .module import Module
-        __all__ = ["GeGLU"]
-        class GeGLU(Module):
+        __all__ = ["ProbeGLU"]
+        class ProbeGLU(Module):
             pass
     '''))
     code = ("import numpy_transformer as nt\n"
             "assert nt.__file__.startswith(%r), nt.__file__\n"
-            "assert nt.GeGLU is nt.nn.GeGLU and nt.GeGLU.__module__ == 'numpy_transformer.nn.geglu'\n"
-            "assert 'GeGLU' in nt.__all__ and 'GeGLU' in nt.nn.__all__\n" % str(tmp_path))
+            "assert nt.ProbeGLU is nt.nn.ProbeGLU and nt.ProbeGLU.__module__ == 'numpy_transformer.nn.probe_glu'\n"
+            "assert 'ProbeGLU' in nt.__all__ and 'ProbeGLU' in nt.nn.__all__\n" % str(tmp_path))
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)),
                    check=True)

@@ -9,6 +9,7 @@ import pytest
 
 import _readme
 import numpy_transformer as nt
+from numpy_transformer.models.gpt_config import GPT_FFNS
 from numpy_transformer.training import checkpoint as ckpt_mod
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
@@ -148,7 +149,7 @@ def test_train_command_with_check_torch(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["train", "--optimizer", "rmsprop"], "optimizer must be one of ['adam', 'adamw', 'sgd'], got 'rmsprop'"),
-    (["train", "--activation", "tanh"], "activation must be one of ('relu', 'gelu', 'silu', 'swiglu', 'gelu_new'), got 'tanh'"),
+    (["train", "--activation", "tanh"], f"activation must be one of {GPT_FFNS}, got 'tanh'"),
     (["train", "--activation", "swiglu"], "activation must be one of ('relu', 'gelu', 'silu') for --model encoder"),
     (["train", "--norm", "rmsnorm"], "norm='rmsnorm' is an option of --model gpt only"),
     (["train", "--pos-encoding", "rope"], "pos_encoding must be one of ('sinusoidal', 'learned', 'relative', 'alibi', 'none') for --model encoder"),

@@ -1,0 +1,1 @@
+"""The geglu drill (one folder: exercise.py, skeleton.py, solution.py, mistakes.py)."""
