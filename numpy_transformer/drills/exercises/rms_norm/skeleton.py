@@ -1,4 +1,5 @@
-"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D)), forward and backward.
+"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D, eps=1e-6), Llama's setting), forward and
+backward. The grader passes eps=1e-6; torch's own default, eps=None, would use torch.finfo(x.dtype).eps.
 
 Shape letters: N... any leading dimensions (e.g. B, S), D the normalised features.
 
