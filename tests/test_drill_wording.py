@@ -91,3 +91,50 @@ def test_rms_norm_statement_names_the_eps_the_grader_passes():
     assert calls[0] == ("rms_norm_forward", {"eps": 1e-6})
     fn = next(n for n in ast.parse(skeleton).body if isinstance(n, ast.FunctionDef) and n.name == "rms_norm_forward")
     assert ast.literal_eval(fn.args.defaults[-1]) == 1e-6
+
+
+# --------------------------------------------------------------------------------------------------
+# `drill solution`: the derivation a candidate needs for that exercise
+# --------------------------------------------------------------------------------------------------
+
+#: exercises that are the same op (the same functions, graded with other options): they may share text
+SAME_OP = {frozenset({"cross_entropy", "cross_entropy_options"})}
+
+
+def _derivation(name):
+    with open(drills.get(name).derivation_path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_every_exercise_has_its_own_derivation():
+    texts = {name: _derivation(name) for name in drills.EXERCISES}
+    for name, text in texts.items():
+        ex = drills.get(name)
+        assert text.startswith(f"# Derivation: {name}\n"), name
+        for fn in ex.functions:                   # it names the functions the candidate writes
+            assert f"`{fn}`" in text, (name, fn)
+        assert len(text.splitlines()) >= 12, name   # a derivation, not a one-line pointer
+    bodies = {name: text.split("\n\n", 2)[2] for name, text in texts.items()}   # after the title and intro
+    names = sorted(bodies)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if frozenset({a, b}) in SAME_OP:
+                continue
+            assert bodies[a] != bodies[b], (a, b)
+            assert texts[a] != texts[b], (a, b)
+
+
+def test_kv_cache_derivation_is_about_the_cache_not_generic_attention():
+    """Reported: the KV cache's "derivation" was the generic attention docstring."""
+    text = drills.solution_text("causal_attention_kv_cache")
+    derivation = text.split("# Derivation (", 1)[1]
+    assert "kv_cache_attention" in derivation and "KV cache" in derivation
+    assert "i + T" in derivation                                     # the bottom-right causal alignment
+    assert "scaled_dot_product_attention_forward" not in text        # no longer the library's docstring
+
+
+def test_alibi_and_relative_bias_derivations_are_their_own_halves():
+    alibi, t5 = _derivation("alibi"), _derivation("relative_position_bias")
+    assert "**ALiBi" in alibi and "**T5's relative position bias" not in alibi
+    assert "**T5's relative position bias" in t5 and "**ALiBi (Press" not in t5
+    assert "scatter-add" in t5 and "no backward" in alibi

@@ -104,6 +104,11 @@ class Exercise:
         """The one NumPy solution: ``drill solution`` prints it, the mistakes patch it."""
         return os.path.join(self.folder, "solution.py")
 
+    @property
+    def derivation_path(self) -> str:
+        """The derivation ``drill solution`` prints after the solution: the exercise's own, not a docstring."""
+        return os.path.join(self.folder, "derivation.md")
+
     def variant(self, *patches: Patch):
         """The solution with ``patches`` applied (one or several mistakes' ``configs``), as a namespace of
         its functions; with none, the solution itself. None when two patches collide (the second's text is
