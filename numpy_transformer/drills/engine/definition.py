@@ -63,7 +63,7 @@ class Exercise:
     covers: str                           # one line for `drill list`
     functions: Tuple[str, ...]
     outputs: Tuple[Tuple[str, str], ...]  # (output name, function that returns it)
-    library: Tuple[str, ...]              # functional.* whose docstrings carry the derivation
+    library: Tuple[str, ...]              # the verified library functions it corresponds to (derivation.md derives them)
     draw: Callable[[np.random.Generator, int], Case]
     run: Callable
     reference: Callable[[], object]
