@@ -63,7 +63,7 @@ class Exercise:
     covers: str                           # one line for `drill list`
     functions: Tuple[str, ...]
     outputs: Tuple[Tuple[str, str], ...]  # (output name, function that returns it)
-    library: Tuple[str, ...]              # the verified library functions it corresponds to (derivation.md derives them)
+    library: Tuple[str, ...]              # the library functions it matches (derivation.md derives them)
     draw: Callable[[np.random.Generator, int], Case]
     run: Callable
     reference: Callable[[], object]
