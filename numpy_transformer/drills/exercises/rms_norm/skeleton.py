@@ -1,5 +1,7 @@
-"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D, eps=1e-6), Llama's setting), forward and
-backward. The grader passes eps=1e-6; torch's own default, eps=None, would use torch.finfo(x.dtype).eps.
+"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D, eps=1e-6)), forward and backward.
+
+eps=1e-6 is Llama's setting and what the grader passes; torch's own default, eps=None, would use
+torch.finfo(x.dtype).eps.
 
 Shape letters: N... any leading dimensions (e.g. B, S), D the normalised features.
 
