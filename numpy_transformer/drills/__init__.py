@@ -19,7 +19,6 @@ Nothing here imports torch; the optional oracle is ``reference_torch.drill_oracl
 
 from __future__ import annotations
 
-import inspect
 import textwrap
 import os
 import time
@@ -90,29 +89,15 @@ def start(name, directory=".", force=False, now=None, hints=True):
     return path
 
 
-def _library_doc(qualname):
-    """``(qualified name, docstring)`` of ``"attr"`` (functional), ``"nn.attr"`` or ``"optim.attr"``."""
-    from .. import functional, nn, optim
-    mod, _, attr = qualname.rpartition(".")
-    mod = mod if mod in ("nn", "optim") else "functional"
-    obj = getattr({"nn": nn, "optim": optim, "functional": functional}[mod], attr)
-    return f"numpy_transformer.{mod}.{attr}", inspect.getdoc(obj) or ""
-
-
 def solution_text(name):
-    """The reference solution of ``name`` followed by the derivations from the verified library code."""
+    """The reference solution of ``name`` followed by its derivation (the folder's ``derivation.md``)."""
     ex = get(name)
     parts = [f"# Reference solution: {ex.name} ({ex.difficulty}, target {ex.minutes} min)",
              f"# It passes `drill check`, whose reference is {ex.reference_name}.",
-             "", _read(solution_path(ex.name)).rstrip(), ""]
-    docs = [_library_doc(q) for q in (ex.library or ("nn.sinusoidal_table",))]
-    if docs:
-        parts.append("# " + "-" * 98)
-        parts.append("# Derivation, from the verified library code (the grader's reference):")
-        for qual, doc in docs:
-            parts.append("#")
-            parts.append(f"# {qual}:")
-            parts.extend(("#   " + line).rstrip() for line in doc.splitlines())
+             "", _read(solution_path(ex.name)).rstrip(), "",
+             "# " + "-" * 98,
+             f"# Derivation ({os.path.relpath(ex.derivation_path, os.path.dirname(ex.folder))}):", "#"]
+    parts.extend(("# " + line).rstrip() for line in _read(ex.derivation_path).rstrip().splitlines())
     return "\n".join(parts) + "\n"
 
 

@@ -37,7 +37,7 @@ def _fake_exercise(root, name="fake_drill", order=10_000):
     (pkg / "__init__.py").write_text("")
     (folder / "__init__.py").write_text("")
     soft = drills.EXERCISES["softmax"].folder
-    for f in ("skeleton.py", "solution.py"):
+    for f in ("skeleton.py", "solution.py", "derivation.md"):
         (folder / f).write_text(open(os.path.join(soft, f), encoding="utf-8").read())
     (folder / "exercise.py").write_text(textwrap.dedent(f"""\
         from dataclasses import replace
@@ -70,6 +70,11 @@ def test_a_folder_lacking_a_file_or_misnamed_is_refused(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"broken_drill lacks mistakes\.py"):
         exercises.discover([(str(pkg), pkg.name)])
     (pkg / "broken_drill" / "mistakes.py").write_text("MISTAKES = ()\n")
+    derivation = (pkg / "broken_drill" / "derivation.md").read_text()
+    (pkg / "broken_drill" / "derivation.md").unlink()
+    with pytest.raises(RuntimeError, match=r"broken_drill lacks derivation\.md"):
+        exercises.discover([(str(pkg), pkg.name)])
+    (pkg / "broken_drill" / "derivation.md").write_text(derivation)
     (pkg / "broken_drill" / "exercise.py").write_text(
         (pkg / "broken_drill" / "exercise.py").read_text().replace("'broken_drill'", "'other_name'"))
     with pytest.raises(RuntimeError, match=r"EXERCISE.name is 'other_name', expected 'broken_drill'"):

@@ -444,7 +444,11 @@ def test_solution_prints_the_reference_and_its_derivation(name, capsys):
     assert cli_drill.main(["solution", name]) == 0
     out = capsys.readouterr().out
     assert solution_source(name).strip() in out
-    assert "Derivation, from the verified library code" in out
+    ex = drills.get(name)
+    assert f"# Derivation ({name}/derivation.md):" in out
+    with open(ex.derivation_path, encoding="utf-8") as fh:
+        derivation = fh.read()
+    assert all(("# " + line).rstrip() in out for line in derivation.splitlines())   # the exercise's own
     assert "numpy_transformer." in out
 
 

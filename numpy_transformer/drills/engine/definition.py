@@ -63,7 +63,7 @@ class Exercise:
     covers: str                           # one line for `drill list`
     functions: Tuple[str, ...]
     outputs: Tuple[Tuple[str, str], ...]  # (output name, function that returns it)
-    library: Tuple[str, ...]              # functional.* whose docstrings carry the derivation
+    library: Tuple[str, ...]              # the library functions it matches (derivation.md derives them)
     draw: Callable[[np.random.Generator, int], Case]
     run: Callable
     reference: Callable[[], object]
@@ -103,6 +103,11 @@ class Exercise:
     def solution_path(self) -> str:
         """The one NumPy solution: ``drill solution`` prints it, the mistakes patch it."""
         return os.path.join(self.folder, "solution.py")
+
+    @property
+    def derivation_path(self) -> str:
+        """The derivation ``drill solution`` prints after the solution: the exercise's own, not a docstring."""
+        return os.path.join(self.folder, "derivation.md")
 
     def variant(self, *patches: Patch):
         """The solution with ``patches`` applied (one or several mistakes' ``configs``), as a namespace of

@@ -140,15 +140,24 @@ def _close(a, b, tol=1e-7):
     return a.shape == b.shape and float(np.max(np.abs(a - b), initial=0.0)) <= tol * max(scale, 1e-300)
 
 
+def _reciprocal(name):
+    """The name of 1/``name``: "1/(1-p)" -> "1-p", "sqrt(Dh)" -> "1/sqrt(Dh)", "1-p" -> "1/(1-p)"."""
+    if name.startswith("1/"):
+        inner = name[2:]
+        return inner[1:-1] if inner.startswith("(") and inner.endswith(")") else inner
+    return f"1/{name}" if name.replace("_", "").isalnum() or name.endswith(")") else f"1/({name})"
+
+
 def _name_factor(c, factors):
-    """A readable name for the constant ``c`` (e.g. "1/sqrt(Dh) with Dh=4"), or None."""
+    """A readable name for the constant ``c`` (e.g. "1/sqrt(Dh) (= 0.5)"), or None."""
     cands = [(-1.0, "-1 (sign flipped)"), (2.0, "2"), (0.5, "1/2")]
     for name, v in factors.items():
         if v and v not in (1, 1.0):
-            cands.append((float(v), f"{name} (= {v:g})"))
-            cands.append((1.0 / float(v), f"1/{name} (= 1/{v:g})"))
-            cands.append((-float(v), f"-{name}"))
-            cands.append((-1.0 / float(v), f"-1/{name}"))
+            v, inv = float(v), _reciprocal(name)
+            cands.append((v, f"{name} (= {v:g})"))
+            cands.append((1.0 / v, f"{inv} (= {1.0 / v:g})"))
+            cands.append((-v, f"-{name}"))
+            cands.append((-1.0 / v, f"-{inv}"))
     for v, name in cands:
         if abs(c - v) <= 1e-6 * max(1.0, abs(v)):
             return name

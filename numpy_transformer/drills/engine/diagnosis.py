@@ -209,7 +209,7 @@ def _fmt_array(spec):
     shape = "(" + ", ".join(str(n) for n in spec["shape"]) + (",)" if len(spec["shape"]) == 1 else ")")
     if spec["values"] is None:
         return f"shape {shape} (too big to print; --dump DIR saves it)"
-    a = np.asarray(spec["values"], dtype=None if spec["dtype"] == "bool" else float)
+    a = np.asarray(spec["values"], dtype=spec["dtype"])     # integers stay integers: positions [8], not [8.]
     text = np.array2string(a, precision=5, max_line_width=80, suppress_small=False)
     return f"shape {shape}\n" + "\n".join("        " + line for line in text.splitlines())
 

@@ -121,7 +121,7 @@ def _run(ex, ns, inputs, time_limit=None, user_path=None, disabled=None):
 
 
 def _reference_outputs(ex, inputs):
-    rec = _run(ex, ex.reference(), inputs)
+    rec = run_impl(ex, ex.reference(), inputs, watch=False)
     if rec.failure is not None:
         raise RuntimeError(f"internal error: the reference failed on this case: {rec.failure['message']}")
     return rec.outputs
@@ -133,10 +133,39 @@ def _variant_outputs(ex, inputs):
     for m in ex.mistakes:
         results = []
         for cfg in m.configs:
-            rec = _run(ex, ex.variant(cfg), inputs)
+            rec = run_impl(ex, ex.variant(cfg), inputs, watch=False)
             results.append(rec.outputs)
         out[m.id] = results
     return out
+
+
+def _same(a, b):
+    """``a`` is exactly ``b``, bit for bit."""
+    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and np.array_equal(a, b)
+
+
+def _variants_wrong(ex, inputs, variants, ref, tol):
+    """``{mistake id: [set of the outputs each of its patches gets wrong]}``, compared once per case.
+
+    A patch leaves most outputs' code alone, so they come out bit for bit as the unpatched solution's:
+    such an output is right exactly when the solution's is (compared once), with no comparison of its own.
+    """
+    base = run_impl(ex, ex.variant(), inputs, watch=False).outputs
+    base_ok = {n: diagnose.compare(v, ref[n], tol)["ok"] for n, v in base.items() if n in ref}
+
+    def wrong(n, v):
+        if base_ok.get(n) and _same(v, base[n]):
+            return False
+        r = ref[n]
+        if isinstance(v, np.ndarray) and v.dtype == np.float64 and isinstance(r, np.ndarray) and r.dtype == np.float64 \
+                and v.shape == r.shape and v.size and np.isfinite(v).all() and np.isfinite(r).all():
+            # compare()'s verdict for finite arrays, without the report it also builds
+            err, scale = float(np.max(np.abs(v - r))), float(np.max(np.abs(r)))
+            return not ((err / scale if scale > 0 else err) <= tol or err <= diagnose.ATOL)
+        return not diagnose.compare(v, ref[n], tol)["ok"]
+
+    return {mid: [{n for n, v in vout.items() if n in ref and wrong(n, v)} for vout in results]
+            for mid, results in variants.items()}
 
 
 def _exception_hint(ex, message):
@@ -148,35 +177,51 @@ def _exception_hint(ex, message):
     return None
 
 
-def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
-    """For wrong outputs no single mistake explains, try two known mistakes at once (patches that combine).
+#: the pair search's bound: at most this many runs of two mistakes combined, on the first case that needs it
+MAX_PAIR_RUNS = 240
 
-    Matches are recorded as ``"id1+id2"`` in the output's ``pairs``. ``budget["seconds"]`` bounds the time
-    spent over the whole run (the search costs up to one variant run per pair).
-    """
-    todo = [n for n, r in results.items()
-            if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape") and not r.get("variants")]
-    if not todo:
-        return
-    t0 = time.perf_counter()
+
+def _pairs(ex):
+    """Every two configurations of two different known mistakes: ``((id1, id2), config1, config2)``."""
     ms = ex.mistakes
     for i in range(len(ms)):
         for j in range(i + 1, len(ms)):
             for c1 in ms[i].configs:
                 for c2 in ms[j].configs:
-                    both = ex.variant(c1, c2)
-                    if both is None:                  # the two patch the same line: not both at once
-                        continue
-                    vout = _run(ex, both, inputs).outputs
-                    for n in todo:
-                        if n in vout and diagnose.matches(user_outputs[n], vout[n]):
-                            pair = f"{ms[i].id}+{ms[j].id}"
-                            if pair not in results[n].setdefault("pairs", []):
-                                results[n]["pairs"].append(pair)
-            if time.perf_counter() - t0 > budget["seconds"]:
-                budget["seconds"] = 0
-                return
-    budget["seconds"] -= time.perf_counter() - t0
+                    yield (ms[i].id, ms[j].id), c1, c2
+
+
+def _match_pairs(ex, inputs, results, user_outputs, ref, tol, state):
+    """For wrong outputs no single mistake explains, try two known mistakes at once (patches that combine).
+
+    Matches are recorded as ``"id1+id2"`` in the output's ``pairs``. ``state`` (one dict per check) bounds
+    the cost: the first case that needs the search tries every pair (at most :data:`MAX_PAIR_RUNS` runs);
+    later cases try only the pairs that matched there (``state["candidates"]``), since a pair explains a
+    failure only if it reproduces it on (nearly) every failing case.
+    """
+    todo = [n for n, r in results.items()
+            if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape") and not r.get("variants")]
+    if not todo:
+        return
+    first = state.get("candidates") is None
+    tries = list(_pairs(ex))[:MAX_PAIR_RUNS] if first else state["candidates"]
+    found = []
+    for (id1, id2), c1, c2 in tries:
+        both = ex.variant(c1, c2)
+        if both is None:                  # the two patch the same line: not both at once
+            continue
+        vout = run_impl(ex, both, inputs, watch=False).outputs
+        hit = False
+        for n in todo:
+            if n in vout and diagnose.matches(user_outputs[n], vout[n]):
+                hit = True
+                pair = f"{id1}+{id2}"
+                if pair not in results[n].setdefault("pairs", []):
+                    results[n]["pairs"].append(pair)
+        if hit:
+            found.append(((id1, id2), c1, c2))
+    if first:
+        state["candidates"] = found
 
 
 def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None):
@@ -210,27 +255,26 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         if not res["ok"]:
             if variants is None:
                 variants = _variant_outputs(ex, inputs)
+                vwrong = _variants_wrong(ex, inputs, variants, ref, tol)
             matched = []
             for m in ex.mistakes:
-                for vout in variants[m.id]:
-                    if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
-                            and diagnose.matches(got, vout[name]):
+                for vout, wrong in zip(variants[m.id], vwrong[m.id]):
+                    if name in wrong and diagnose.matches(got, vout[name]):
                         matched.append(m.id)
                         break
             res["variants"] = matched
             res["hints"] = diagnose.hints(got, ref[name], case.factors)
         results[name] = res
-    if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
+    if variants is not None and pair_budget is not None:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []
     if variants is not None:
         # a mistake is contradicted on this case when every one of its configurations would make wrong an
         # output that the user got right (so the user cannot be making exactly that mistake)
         for m in ex.mistakes:
-            def contradicts(vout):
-                return any(results[n]["ok"] and n in vout and not diagnose.compare(vout[n], ref[n], tol)["ok"]
-                           for n, _ in ex.outputs)
-            if all(contradicts(vout) for vout in variants[m.id]):
+            def contradicts(wrong):
+                return any(results[n]["ok"] and n in wrong for n, _ in ex.outputs)
+            if all(contradicts(wrong) for wrong in vwrong[m.id]):
                 contradicted.append(m.id)
     oracle_res = None
     if oracle is not None:
@@ -251,13 +295,18 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
 
 def _probe_failures(ex, module, path, args, failing, disabled, ev):
     """The smallest failing case (shrunk by search), its arrays, and the gradient check on it."""
-    def fails(case):
-        rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
-        ref = _reference_outputs(ex, case.inputs)
-        return bool(rec.mutations) or rec.failure is not None or any(
-            n not in rec.outputs or not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"] for n, _ in ex.outputs)
+    def fails_many(batch):
+        answers = module.run_all([c.inputs for c in batch], disabled) if isinstance(module, Candidate) else \
+            (_run(ex, module, c.inputs, args.call_timeout, path, disabled) for c in batch)
+        verdicts = []
+        for c, rec in zip(batch, answers):
+            ref = _reference_outputs(ex, c.inputs)
+            verdicts.append(bool(rec.mutations) or rec.failure is not None or any(
+                n not in rec.outputs or not diagnose.compare(rec.outputs[n], ref[n], args.tol)["ok"]
+                for n, _ in ex.outputs))
+        return verdicts
 
-    index, case = smallest_failing(ex, failing, fails, lambda i: draw_case(ex, args.seed, i), args.cases)
+    index, case = smallest_failing(ex, failing, fails_many, lambda i: draw_case(ex, args.seed, i), args.cases)
     ref = _reference_outputs(ex, case.inputs)
     rec = _run(ex, module, case.inputs, args.call_timeout, path, disabled)
     wrong = {n: rec.outputs[n] for n, _ in ex.outputs if n in rec.outputs
@@ -271,13 +320,16 @@ def _probe_failures(ex, module, path, args, failing, disabled, ev):
     ev.emit(event="smallest", **event)
     backward_fns = {fn for _, fn in ex.outputs[1:] if fn != ex.outputs[0][1]}
 
-    def run(ns, inputs, forward_only):
-        skip = {fn: "forward only" for fn in backward_fns} if forward_only else None
-        return _run(ex, ns, inputs, args.call_timeout, path, skip).outputs
+    skip = {fn: "forward only" for fn in backward_fns}
+
+    def run_many(inputs_list):
+        if isinstance(module, Candidate):
+            return [r.outputs for r in module.run_all(inputs_list, skip)]
+        return [_run(ex, module, inp, args.call_timeout, path, skip).outputs for inp in inputs_list]
 
     fwd = ex.outputs[0][0]
     if rec.failure is None and fwd in rec.outputs:
-        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run, args.seed)
+        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run_many, args.seed)
         if checks:
             ev.emit(event="gradcheck", index=index, desc=case.desc, forward_ok=fwd not in wrong, checks=checks,
                     wrong=list(wrong))
@@ -338,7 +390,7 @@ def grade_all(ex, path, args, child, ev):
         oracle, oracle_status = _load_oracle(args.torch)
         ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
         disabled = {}
-        pair_budget = {"seconds": 8.0}
+        pair_budget = {}                        # the pair search's state (:func:`_match_pairs`)
         failing = []
         answers = module.run_all([c.inputs for c in cases], disabled)
         for i, case in enumerate(cases):

@@ -5,7 +5,8 @@ smallest failing case, and a gradient check of the candidate's *own* code.
   ``num_heads`` ...), whether each optional array was given (``mask``), ``Case.options`` and the tags;
   the report says which of them every failing case and no passing case has.
 * :func:`smallest_failing` — shrinking by search: among the graded failing cases and more cases drawn
-  with the same seed (within a time budget), the one with the fewest input elements.
+  with the same seed (a bounded number, the smallest of them run in one request), the one with the
+  fewest input elements.
 * :func:`grad_check` — central finite differences of the candidate's forward (float64), compared with
   what the candidate's backward returned, per input and per parameter: a backward that disagrees with
   its own forward is a backward bug; one that agrees while the forward is wrong means "fix the forward".
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 
 import numpy as np
 
@@ -24,6 +24,7 @@ import numpy as np
 FD_TOL = 1e-5
 FD_STEP = 1e-6
 FD_MAX_ELEMENTS = 24          # per input: every element of a small one, a seeded sample of a big one
+FD_MAX_TOTAL = 64             # over all the inputs (a layer with many weights gets fewer per weight)
 
 
 def case_features(case):
@@ -55,7 +56,8 @@ def case_features(case):
         else:
             feats.add(f"when {k}={v!r}")
     feats.update(f"with {t}" for t in case.tags)
-    return sorted(feats)
+    # an option and a tag that say the same ("with offset > 0", "with offset > 0 (decode step)"): the longer
+    return sorted(f for f in feats if not any(g.startswith(f + " (") for g in feats))
 
 
 def input_size(inputs):
@@ -68,22 +70,31 @@ def input_size(inputs):
     return n
 
 
-def smallest_failing(ex, failing, grade, draw, first_extra, budget_s=0.4):
+#: shrinking: how many more cases are drawn (drawing is cheap: no run), and how many of the smallest of
+#: them are run (in one request to the grading child) to find the smallest failing one
+SHRINK_DRAWS = 120
+SHRINK_RUNS = 8
+
+
+def smallest_failing(ex, failing, grade_many, draw, first_extra, draws=SHRINK_DRAWS, runs=SHRINK_RUNS):
     """``(index, case)`` of the smallest failing case.
 
-    ``failing``: ``[(index, case)]`` already known to fail; ``grade(case) -> bool`` (True: fails);
-    ``draw(i)`` draws case ``i``. Cases ``first_extra, first_extra + 1, ...`` are tried until the budget
-    is spent, keeping any failing case smaller than the best so far.
+    ``failing``: ``[(index, case)]`` already known to fail; ``grade_many([case, ...]) -> [bool, ...]``
+    (True: fails), one call; ``draw(i)`` draws case ``i``. Cases ``first_extra`` to ``first_extra + draws
+    - 1`` are drawn; the ``runs`` smallest of those smaller than the best known are graded at once, and
+    the smallest that fails wins (fewest input elements, then the lowest index). The cost is bounded by
+    counts, not by a clock, so the same seed gives the same smallest case on a busy machine too.
     """
-    best = min(failing, key=lambda ic: (input_size(ic[1].inputs), ic[0]))
-    t0 = time.perf_counter()
-    i = first_extra
-    while time.perf_counter() - t0 < budget_s and i < first_extra + 400:
-        case = draw(i)
-        if input_size(case.inputs) < input_size(best[1].inputs):
-            if grade(case):
-                best = (i, case)
-        i += 1
+    def size(ic):
+        return (input_size(ic[1].inputs), ic[0])
+
+    best = min(failing, key=size)
+    smaller = [ic for ic in ((i, draw(i)) for i in range(first_extra, first_extra + draws)) if size(ic) < size(best)]
+    smaller = sorted(smaller, key=size)[:runs]
+    if smaller:
+        for ic, fails in zip(smaller, grade_many([c for _, c in smaller])):
+            if fails:
+                return ic
     return best
 
 
@@ -125,31 +136,31 @@ def grad_targets(ex, inputs, ref_outputs):
     return loss, upstream, targets
 
 
-def grad_check(ex, module, inputs, ref_outputs, user_outputs, run, seed=0, budget_s=3.0):
+def grad_check(ex, module, inputs, ref_outputs, user_outputs, run_many, seed=0, max_total=FD_MAX_TOTAL):
     """Compare the candidate's gradients with central differences of the candidate's own forward.
 
-    ``run(ns, inputs, forward_only) -> outputs``. Returns ``[{"name", "input", "consistent", "rel",
-    "n"}]`` for each gradient the backward returned (empty when there is nothing to check); a slow
-    forward stops the check after ``budget_s`` seconds with what was measured so far.
+    ``run_many(inputs_list) -> [outputs, ...]``: the candidate's forward on each inputs (one request to
+    the grading child for all of them). Returns ``[{"name", "input", "consistent", "rel", "n"}]`` for
+    each gradient the backward returned (empty when there is nothing to check). Every element of a
+    small input is perturbed, a seeded sample of a big one: at most :data:`FD_MAX_ELEMENTS` per input and
+    ``max_total`` over all of them (two forwards each).
     """
-    t0 = time.perf_counter()
     loss, upstream, targets = grad_targets(ex, inputs, ref_outputs)
     if upstream is None or not targets:
         return []
     up = np.asarray(inputs[upstream], dtype=np.float64)
 
-    def objective(inp):
-        out = run(module, inp, True).get(loss)
+    def objective(outputs):
+        out = outputs.get(loss)
         try:
             val = float(np.sum(up * np.asarray(out, dtype=np.float64)))
         except Exception:  # noqa: BLE001 - whatever the user returned
             return None
         return val if np.isfinite(val) else None
 
-    if objective(inputs) is None:
-        return []
     rng = np.random.default_rng(seed)
-    report = []
+    per_input = max(2, min(FD_MAX_ELEMENTS, max_total // max(len(targets), 1)))
+    plan, perturbed = [], [inputs]              # (gradient, path, got, [element index ...]); the inputs to run
     for gname, path in targets.items():
         got = user_outputs.get(gname)
         base = _get(inputs, path)
@@ -160,21 +171,28 @@ def grad_check(ex, module, inputs, ref_outputs, user_outputs, run, seed=0, budge
         if got.shape != base.shape or not np.all(np.isfinite(got)):
             continue
         n = base.size
-        picks = range(n) if n <= FD_MAX_ELEMENTS else rng.choice(n, FD_MAX_ELEMENTS, replace=False)
-        num, ana = [], []
-        for flat in picks:
-            if time.perf_counter() - t0 > budget_s:
-                break
-            idx = np.unravel_index(int(flat), base.shape)
-            vals = []
+        picks = range(n) if n <= per_input else rng.choice(n, per_input, replace=False)
+        idxs = [np.unravel_index(int(flat), base.shape) for flat in picks]
+        for idx in idxs:
             for sign in (1.0, -1.0):
                 inp = copy.deepcopy(inputs)
-                arr = _get(inp, path)
-                arr[idx] += sign * FD_STEP
-                vals.append(objective(inp))
-            if None in vals:
+                _get(inp, path)[idx] += sign * FD_STEP
+                perturbed.append(inp)
+        plan.append((gname, path, got, idxs))
+    if not plan:
+        return []
+    values = [objective(o) for o in run_many(perturbed)]
+    if values[0] is None:
+        return []
+    report, k = [], 1
+    for gname, path, got, idxs in plan:
+        num, ana = [], []
+        for idx in idxs:
+            plus, minus = values[k], values[k + 1]
+            k += 2
+            if plus is None or minus is None:
                 continue
-            num.append((vals[0] - vals[1]) / (2 * FD_STEP))
+            num.append((plus - minus) / (2 * FD_STEP))
             ana.append(got[idx])
         if not num:
             continue

@@ -8,6 +8,8 @@ An exercise ``NAME`` is the folder ``exercises/NAME/`` holding
   (:class:`~numpy_transformer.drills.engine.definition.Mistake`);
 * ``exercise.py`` — ``EXERCISE`` (what it asks, ``draw``, ``run``, ``reference``), ``ORDER`` (its place in
   ``drill list``) and ``ORACLE`` (how ``reference_torch.drill_oracle`` re-checks the reference with torch);
+* ``derivation.md`` — the derivation a candidate needs for this exercise (its own functions and
+  quantities), which ``drill solution`` prints after the solution;
 * ``README.md`` (its page: functions, what it covers, its mistakes) and ``via_library.py`` (the library
   through the skeleton's signatures), which the tests read.
 
@@ -32,7 +34,7 @@ __all__ = ["REQUIRED_FILES", "SEARCH_PATH", "discover", "topic_of", "Mistake", "
            "Missing", "EXERCISES", "ALIASES", "get", "draw_case", "describe", "shape_text"]
 
 #: the files every exercise folder has
-REQUIRED_FILES = ("exercise.py", "skeleton.py", "solution.py", "mistakes.py")
+REQUIRED_FILES = ("exercise.py", "skeleton.py", "solution.py", "mistakes.py", "derivation.md")
 
 #: where :func:`discover` looks: ``(folder, package it is importable as)``
 SEARCH_PATH = [(os.path.dirname(os.path.abspath(__file__)), __name__)]

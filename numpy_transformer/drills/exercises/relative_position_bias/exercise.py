@@ -36,7 +36,8 @@ def _draw_relative_position_bias(rng, i):
         bidirectional = bool(rng.integers(0, 2))
         nb = int(rng.integers(4 if bidirectional else 2, 17))
         half = nb // 2 if bidirectional else nb
-        s, t, h, md = int(rng.integers(1, 9)), int(rng.integers(1, 25)), int(rng.integers(1, 4)), 0
+        t = int(rng.integers(1, 25))
+        s, h, md = int(rng.integers(1, min(t, 8) + 1)), int(rng.integers(1, 4)), 0   # S <= T, as in T5
         while md == 0 or _has_tie(nb, md, bidirectional):
             md = half // 2 + int(rng.integers(1, 20))
     rel = rng.integers(-3 * md, 3 * md + 1, size=(int(rng.integers(1, 4)), int(rng.integers(1, 8))))

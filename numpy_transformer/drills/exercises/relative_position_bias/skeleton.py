@@ -8,6 +8,9 @@ bucket of their relative position, and the (H, S, T) result is added to the atte
 Conventions (the grader checks them):
 * relative_position = key position - query position (negative: the key is in the past). Query i
   sits at key position i + T - S (the last query at the last key; S = T: query i at position i).
+  S <= T always: the S queries are the last S of the T positions (a full sequence, S = T, or the new
+  positions of a decode step against a cache), as T5 / Hugging Face slice the last S rows of the
+  (T, T) bias. No case has more queries than keys.
 * relative_position_bucket follows T5 / Hugging Face. Bidirectional: the first num_buckets // 2
   buckets for keys in the past (and the query's own position), the other half, offset by
   num_buckets // 2, for keys in the future, each half indexed by n = |relative_position|.

@@ -1,4 +1,7 @@
-"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D)), forward and backward.
+"""Drill: RMSNorm over the last axis (as torch.nn.RMSNorm(D, eps=1e-6)), forward and backward.
+
+eps=1e-6 is Llama's setting and what the grader passes; torch's own default, eps=None, would use
+torch.finfo(x.dtype).eps.
 
 Shape letters: N... any leading dimensions (e.g. B, S), D the normalised features.
 
