@@ -270,3 +270,28 @@ def test_the_tests_mirror_the_packages():
     assert folders, "no test folders found"
     strays = [d for d in folders if d not in layers]
     assert not strays, f"test folders that name no layer of {PKG}: {strays} (layers: {sorted(layers)})"
+
+
+def test_the_readme_map_names_every_layer_bottom_to_top():
+    """The README opens with the map of the layers ("## The map", before "## Two commands"): every
+    path in it exists, and its rows name the package's layer folders in the order of :data:`LEVELS`."""
+    import re
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert "## The map" in readme and readme.index("## The map") < readme.index("## Two commands"), \
+        "the README's map must come before its two commands"
+    block = readme.split("## The map", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in block.splitlines() if line.startswith("| `")]
+    paths = [p for row in rows for p in re.findall(r"`([\w./]+/|[\w.]+\.(?:py|md))`", row.split("|")[1])]
+    tops = ("numpy_transformer/", "reference_torch/", "tests/", "benchmarks/", "docs/", "DEVELOPERS.md")
+    for p in paths:                          # `amp/` and `oracle.py` sit in the row of their package
+        full = os.path.join(ROOT, p) if p.startswith(tops) else os.path.join(ROOT, PKG, p)
+        assert os.path.exists(full), f"the README's map names {p}, which does not exist ({full})"
+    named = []
+    for p in (p for p in paths if p.endswith("/")):       # the layer folders (oracle.py is a module)
+        top = p[len(PKG) + 1:] if p.startswith(PKG + "/") else p
+        name = top.rstrip("/").split("/")[0].removesuffix(".py")
+        if any(name == level_name for level in LEVELS for level_name in level) and name not in named:
+            named.append(name)
+    layers = [name for level in LEVELS for name in level
+              if "." not in name and os.path.isdir(os.path.join(ROOT, PKG, name))]
+    assert named == layers, f"the map's layers {named} are not the package's, bottom to top: {layers}"
