@@ -29,8 +29,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from numpy_transformer.drills.exercises import EXERCISES, get  # noqa: E402
 from numpy_transformer.drills.engine.definition import apply_patches  # noqa: E402
+from numpy_transformer.drills.exercises import EXERCISES, get  # noqa: E402
 
 
 def _write(folder, ex, patches, tag):

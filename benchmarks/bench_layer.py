@@ -34,6 +34,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import harness  # noqa: E402
+
 from numpy_transformer.utils.text import plain  # noqa: E402
 
 DEFAULT_OUT = os.path.join(harness.DEFAULT_OUT_DIR, "bench_layer.json")     # untracked

@@ -12,6 +12,7 @@ imports.
 """
 
 import importlib as _importlib
+
 TYPE_CHECKING = False      # typing.TYPE_CHECKING without importing typing (milliseconds at start-up, before
                            # ``python -m numpy_transformer`` can handle Ctrl-C); type checkers take it as true
 
@@ -74,18 +75,19 @@ def __dir__():
 
 if TYPE_CHECKING:                             # what editors and type checkers see
     from . import amp, functional, optim
-    from .tasks import data, seq2seq as tasks_seq2seq
     from .models import generation
-    from .study.gradchecking import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
-    from .study.trace import trace
-    from .tasks.bleu import corpus_bleu
-    from .training.checkpoint import CheckpointError, CheckpointWriteError
+    from .models.encoder import TransformerModel
     from .models.gpt import GPT, GPTConfig, llama_config
     from .models.pretrained import PretrainedFolderError
-    from .models.encoder import TransformerModel
+    from .models.seq2seq import Seq2SeqModel
     from .nn import *  # noqa: F401,F403 (nn.__all__, found from its files)
     from .optim.clip import clip_grad_norm_
     from .oracle import check_against_torch, check_against_torch_module
-    from .models.seq2seq import Seq2SeqModel
+    from .study.gradchecking import GradcheckError, GradcheckResult, gradcheck, gradcheck_module
+    from .study.trace import trace
+    from .tasks import data
+    from .tasks import seq2seq as tasks_seq2seq
+    from .tasks.bleu import corpus_bleu
+    from .training.checkpoint import CheckpointError, CheckpointWriteError
 
 del TYPE_CHECKING

@@ -25,8 +25,7 @@ except ImportError as _exc:
         _sys.exit(f"error: {torch_missing_error('python -m ' + _what)}")
     raise torch_missing_error("reference_torch", name=__name__) from _exc
 
-from .convert import (from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch,
-                      to_torch)
+from .convert import from_torch, grads_to_numpy, masks_to_torch, state_dict_to_numpy, state_dict_to_torch, to_torch
 from .nn.activations import activation
 from .nn.attention import MultiheadAttention, attention, merge_masks
 from .nn.block import FeedForward

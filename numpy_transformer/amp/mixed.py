@@ -25,9 +25,9 @@ import copy
 
 import numpy as np
 
-from ..utils.checks import FLOAT16, allow_float16
 from ..nn import Module
 from ..nn.norms import LayerNorm, RMSNorm
+from ..utils.checks import FLOAT16, allow_float16
 
 __all__ = ["MixedPrecision", "Float32Norm"]
 

@@ -19,9 +19,9 @@ import argparse
 import json
 import sys
 
-from ..utils.text import fit
 from ..study.ablation import VARIANTS, format_table, parse_variants, plot_ablation, run_ablation, runs_to_dict
 from ..study.plotting import MatplotlibMissing
+from ..utils.text import fit
 from . import positive_int
 from .train import add_config_options, given_options
 

@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from .. import nn, oracle
-from ..utils.text import fit
 from ..study.trace import trace
+from ..utils.text import fit
 from . import nonnegative_int, positive_int, probability
 
 

@@ -29,11 +29,19 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .. import oracle, testing as registry
+from .. import oracle
+from .. import testing as registry
+from ..study.gradchecking import (
+    DEFAULT_ATOL,
+    DEFAULT_EPS,
+    DEFAULT_RTOL,
+    default_input_names,
+    gradcheck,
+    gradcheck_module,
+    upstream_gradient,
+)
 from ..testing import RandomChooser
 from ..testing import modules as rmodules
-from ..study.gradchecking import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, default_input_names, gradcheck, gradcheck_module,
-                               upstream_gradient)
 from ..utils.text import fit
 from . import nonnegative_int, positive_float
 
@@ -383,7 +391,7 @@ def run(args):
                   f"max|ours - fd| is {max(r.fd_rel for r in zero):.1e} (allowed {max(r.fd_tol for r in zero):.1e}): "
                   + ", ".join(f"{r.case} / {r.tensor}" for r in zero)))
     if untested:
-        print(fit(f"not tested ('-'): " + ", ".join(f"{r.case} / {r.tensor}" + (f" ({r.fd_note})" if r.fd_note
+        print(fit("not tested ('-'): " + ", ".join(f"{r.case} / {r.tensor}" + (f" ({r.fd_note})" if r.fd_note
                                                                                 else "") for r in untested)))
     if failed:
         print(fit(f"FAILED: {len(failed)} gradient(s): " + ", ".join(f"{r.case} / {r.tensor}" for r in failed)))

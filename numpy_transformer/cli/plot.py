@@ -28,10 +28,10 @@ import sys
 
 import numpy as np
 
-from . import parse_tokens
 from ..study import attention_maps
 from ..study.attention_maps import attention_modules, attention_weights
 from ..study.plotting import token_labels
+from . import parse_tokens
 
 _DESCRIPTION = __doc__
 
@@ -109,7 +109,7 @@ def _error(msg):
 
 def _guarded(draw):
     """Run ``draw()``; turn a missing matplotlib and bad inputs into an error message and status 2."""
-    from ..study.plotting import MatplotlibMissing       # CheckpointError is a ValueError: caught below
+    from ..study.plotting import MatplotlibMissing  # CheckpointError is a ValueError: caught below
     try:
         out = draw()
     except MatplotlibMissing as exc:
@@ -122,9 +122,9 @@ def _guarded(draw):
 
 def run_attention(args):
     def draw():
+        from ..study.plotting import plot_attention
         from ..training.checkpoint import load_checkpoint
         from ..training.kinds import model_from_checkpoint
-        from ..study.plotting import plot_attention
         if args.which is not None and args.which not in ("self", "cross"):
             raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
         ckpt = load_checkpoint(args.checkpoint)
@@ -318,6 +318,7 @@ def run_positional(args):
 
 def _read_log(path):
     import os
+
     from ..training.runlog import read_log
     if not os.path.exists(path):
         raise FileNotFoundError(f"log {path} does not exist (train writes it next to --save: "
@@ -346,6 +347,7 @@ def run_gradients(args):
 def run_training(args):
     def draw():
         import os
+
         from ..study.plotting import plot_training
         from ..training.runlog import read_log
         if not os.path.exists(args.log):

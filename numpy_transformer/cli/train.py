@@ -30,11 +30,11 @@ import os
 import sys
 
 from .. import oracle
+from ..models.gpt_config import NORMS
+from ..optim import OPTIMIZERS
 from ..training.checkpoint import check_save_path
 from ..training.interrupts import exit_status, interrupt_signals
 from ..training.kinds import KINDS
-from ..models.gpt_config import NORMS
-from ..optim import OPTIMIZERS
 from ..training.runlog import LOG_ELSEWHERE, check_log_path, default_log_path, resolve_stored_log
 from ..training.trainer import SCHEDULES, TrainConfig, Trainer
 from . import train_use

@@ -30,12 +30,12 @@ import time
 
 import numpy as np
 
-from ..utils.text import fit
 from ..training.checkpoint import CheckpointError
 from ..training.checkpoint_files import NO_SPACE
 from ..training.interrupts import exit_status, signal_name, signals_blocked, signum_of
 from ..training.runlog import NEXT_TO_CHECKPOINT, LogWriteError, RunLog, stored_log
 from ..training.trainer import TrainingDiverged
+from ..utils.text import fit
 
 __all__ = ["TrainRun", "RUN_DEFAULTS", "NEXT_TO_CHECKPOINT", "pause_for_tests", "claim_fresh_path"]
 

@@ -6,11 +6,11 @@ import sys
 
 import numpy as np
 
-from ..utils.text import WIDTH, fit
+from ..tasks.data import EOS, FIRST_TOKEN, PAD
 from ..training.checkpoint import load_checkpoint
 from ..training.kinds import model_from_checkpoint
-from ..tasks.data import EOS, FIRST_TOKEN, PAD
 from ..training.trainer import checkpoint_config
+from ..utils.text import WIDTH, fit
 from . import parse_tokens
 
 
@@ -88,7 +88,8 @@ def run_predict(args):
 
 def parse_source(text, seq_len, vocab_size):
     """A seq2seq ``--tokens`` value: 1..seq_len content ids (>= FIRST_TOKEN), padded to seq_len."""
-    from ..tasks.seq2seq import FIRST_TOKEN as FIRST, PAD as PAD_ID
+    from ..tasks.seq2seq import FIRST_TOKEN as FIRST
+    from ..tasks.seq2seq import PAD as PAD_ID
     try:
         ids = [int(t) for t in text.replace(",", " ").split()]
     except ValueError:
@@ -103,8 +104,9 @@ def parse_source(text, seq_len, vocab_size):
 
 
 def _predict_seq2seq(args, c, model):
+    from ..tasks.seq2seq import BOS as BOS_ID
+    from ..tasks.seq2seq import strip_target, target_for
     from ..training.kinds import get_kind
-    from ..tasks.seq2seq import BOS as BOS_ID, strip_target, target_for
     kind = get_kind(c.model)
     try:
         data = kind.make_data(c)
@@ -136,8 +138,8 @@ def _predict_seq2seq(args, c, model):
 
 
 def _predict_gpt(args, c, model):
-    from ..training.kinds import get_kind
     from ..tasks import lm
+    from ..training.kinds import get_kind
     kind = get_kind(c.model)
     try:
         data = kind.make_data(c)

@@ -19,14 +19,14 @@ Nothing here imports torch; the optional oracle is ``reference_torch.drill_oracl
 
 from __future__ import annotations
 
-import textwrap
 import os
+import textwrap
 import time
 from datetime import datetime, timezone
 
 from ..utils.text import WIDTH, fit
-from .exercises import EXERCISES, Exercise, Mistake, get, topic_of
 from .engine.grader import check_file, format_duration
+from .exercises import EXERCISES, Exercise, Mistake, get, topic_of
 
 __all__ = ["EXERCISES", "Exercise", "Mistake", "get", "check_file", "start", "skeleton_text", "solution_text",
            "solution_path", "list_text", "format_duration", "strip_hints", "topic_of"]

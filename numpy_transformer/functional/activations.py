@@ -10,8 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.gelu import (gelu_exact_chunk, gelu_exact_grad_chunk, gelu_tanh_chunk,
-                            gelu_tanh_grad_chunk)
+from ..kernels.gelu import gelu_exact_chunk, gelu_exact_grad_chunk, gelu_tanh_chunk, gelu_tanh_grad_chunk
 from ..kernels.parallel import map_chunks
 from ._dtypes import as_scalar
 

@@ -11,9 +11,8 @@ import math
 
 import numpy as np
 
-from .erf import pdf_chunk, phi_chunk, erfc
+from .erf import erfc, pdf_chunk, phi_chunk
 from .parallel import scratch
-
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)

@@ -18,14 +18,33 @@ import math
 
 import numpy as np
 
-from ..nn import hooks
-from ..utils.checks import (as_float_dtype, as_generator, check_grad, check_mask, check_positive_int,
-                            check_probability, check_token_batch)
 from .. import functional as F
-from ..nn import (Dropout, Embedding, LayerNorm, LearnedPositionalEmbedding, Linear, Module, ModuleList,
-                  PositionalEncoding, RelativePositionBias, TransformerBlock, TransformerEncoder, TransformerEncoderLayer)
+from ..nn import (
+    Dropout,
+    Embedding,
+    LayerNorm,
+    LearnedPositionalEmbedding,
+    Linear,
+    Module,
+    ModuleList,
+    PositionalEncoding,
+    RelativePositionBias,
+    TransformerBlock,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+    hooks,
+)
 from ..nn.activations import ACTIVATION_NAMES
 from ..nn.recompute import backward_layer, run_layer
+from ..utils.checks import (
+    as_float_dtype,
+    as_generator,
+    check_grad,
+    check_mask,
+    check_positive_int,
+    check_probability,
+    check_token_batch,
+)
 from .score_bias import alibi_encoder_bias, position_scores, with_padding
 
 __all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias", "check_model_options"]

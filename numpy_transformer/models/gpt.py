@@ -39,15 +39,24 @@ import dataclasses
 import numpy as np
 
 from .. import functional as F
-from ..utils.checks import as_generator, check_attention_mask, check_grad, check_ids, check_token_batch
-from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
-from ..nn import (GELU, Dropout, Embedding, Linear, ModuleList, PositionalEncoding, RelativePositionBias,
-                  TransformerBlock, TransformerEncoderLayer)
+from ..nn import (
+    GELU,
+    Dropout,
+    Embedding,
+    Linear,
+    ModuleList,
+    PositionalEncoding,
+    RelativePositionBias,
+    TransformerBlock,
+    TransformerEncoderLayer,
+)
 from ..nn.block import make_norm
-from .encoder import ModelBase
 from ..nn.kv_cache import KVCache, resolve_use_cache
-from .score_bias import position_scores, with_padding
 from ..nn.recompute import backward_layer, run_layer
+from ..utils.checks import as_generator, check_attention_mask, check_grad, check_ids, check_token_batch
+from .encoder import ModelBase
+from .gpt_config import GPT_FFNS, NORMS, POSITIONS, GPTConfig, llama_config
+from .score_bias import position_scores, with_padding
 
 __all__ = ["GPTConfig", "GPT", "POSITIONS", "GPT_FFNS", "NORMS", "llama_config", "position_ids"]
 

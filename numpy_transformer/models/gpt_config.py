@@ -10,7 +10,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..nn.block import FFNS, GATED_FFNS, NORMS as _BLOCK_NORMS
+from ..nn.block import FFNS, GATED_FFNS
+from ..nn.block import NORMS as _BLOCK_NORMS
 from ..utils.checks import as_float_dtype, check_number, check_positive_int, check_probability
 
 __all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "GPT_ONLY_FFNS", "NORMS", "BIAS_POSITIONS"]

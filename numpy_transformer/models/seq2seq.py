@@ -23,10 +23,10 @@ import math
 
 import numpy as np
 
-from ..utils.checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_token_batch
-from .encoder import ModelBase, check_model_options
 from ..nn import Dropout, Embedding, KVCache, LearnedPositionalEmbedding, Linear, PositionalEncoding, Transformer
 from ..nn.kv_cache import resolve_use_cache
+from ..utils.checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_token_batch
+from .encoder import ModelBase, check_model_options
 
 __all__ = ["Seq2SeqModel", "POS_ENCODINGS"]
 

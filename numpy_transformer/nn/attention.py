@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import hooks
 from .. import functional as F
-from ..utils.checks import (as_generator, check_float_input, check_mask, check_positive_int,
-                            check_probability)
+from ..utils.checks import as_generator, check_float_input, check_mask, check_positive_int, check_probability
+from . import hooks
 from ._init import dtype_of, xavier_normal, xavier_uniform
 from ._layout import BatchLayout
 from .layers import Linear

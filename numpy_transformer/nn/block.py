@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import hooks
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int
+from . import feedforward, hooks
 from ._init import dtype_of
 from .activations import ACTIVATIONS, activation_module
-from . import feedforward
 from .gqa import GroupedQueryAttention
 from .layers import Dropout, Linear
 from .module import Module

@@ -20,9 +20,9 @@ from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
-from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_grad, check_positive_int, check_probability
+from . import hooks
 from ._init import dtype_of
 from .layers import Linear
 from .module import Module

@@ -10,8 +10,16 @@ import math
 import numpy as np
 
 from .. import functional as F
-from ..utils.checks import (as_generator, check_float_array, check_float_input, check_grad, check_ids, check_number,
-                            check_positive_int, check_probability)
+from ..utils.checks import (
+    as_generator,
+    check_float_array,
+    check_float_input,
+    check_grad,
+    check_ids,
+    check_number,
+    check_positive_int,
+    check_probability,
+)
 from ._init import dtype_of, uniform
 from .module import Module, Parameter
 

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..utils.checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
 from .. import functional as F
+from ..utils.checks import as_float_dtype, as_generator, check_float_input, check_mask, check_positive_int
 from ._init import dtype_of, uniform
 from .decoder import TransformerDecoder, TransformerDecoderLayer, check_decoder_inputs
 from .module import Module

@@ -10,9 +10,9 @@ import copy
 
 import numpy as np
 
-from . import hooks
 from .. import functional as F
 from ..utils.checks import as_generator, check_float_input, check_mask, check_positive_int
+from . import hooks
 from ._init import dtype_of
 from ._layout import BatchLayout
 from .activations import activation_module

@@ -17,8 +17,8 @@ from functools import partial
 import numpy as np
 
 from ..functional._dtypes import as_scalar
-from ..utils.checks import check_number
 from ..kernels.parallel import map_chunks
+from ..utils.checks import check_number
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..utils.checks import check_number
 from ..nn import Module, Parameter
+from ..utils.checks import check_number
 
 __all__ = ["clip_grad_norm_", "vector_norm"]
 

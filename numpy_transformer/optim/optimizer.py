@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..utils.checks import FLOAT_DTYPES, check_number
 from ..nn import Module, Parameter
+from ..utils.checks import FLOAT_DTYPES, check_number
 
 __all__ = ["Optimizer"]
 

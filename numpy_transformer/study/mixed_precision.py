@@ -19,13 +19,13 @@ import time
 import numpy as np
 
 from .. import functional as F
-from ..tasks.data import Batcher, make_task
-from ..nn.loss import CrossEntropyLoss
-from ..models.encoder import TransformerModel
-from ..nn.norms import LayerNorm
-from ..optim import Adam, clip_grad_norm_
 from ..amp.grad_scaler import GradScaler
 from ..amp.mixed import MixedPrecision
+from ..models.encoder import TransformerModel
+from ..nn.loss import CrossEntropyLoss
+from ..nn.norms import LayerNorm
+from ..optim import Adam, clip_grad_norm_
+from ..tasks.data import Batcher, make_task
 
 MODES = ("float32", "mixed", "mixed-f16-norm")
 F16_TINY = float(np.finfo(np.float16).tiny)            # 6.1e-5, the smallest normal float16

@@ -17,8 +17,14 @@ import numpy as np
 from .. import nn
 from ..nn.block import FFNS, GATED_FFNS, NORMS
 from .blocks import BLOCK_KINDS, block_call_args, block_input_grads, build_block, draw_block, make_block_inputs
-from .decoders import (DECODER_KINDS, build_decoder, decoder_call_args, decoder_input_grads, draw_decoder,
-                       make_decoder_inputs)
+from .decoders import (
+    DECODER_KINDS,
+    build_decoder,
+    decoder_call_args,
+    decoder_input_grads,
+    draw_decoder,
+    make_decoder_inputs,
+)
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks, without_causal_hint
 
 __all__ = ["ModuleCase", "MODULES", "KINDS", "TWIN_KINDS", "MIN_LAYER_NORM_D", "FLOAT32_SIZES", "draw_config",

@@ -40,8 +40,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint_files import CheckpointError, CheckpointWriteError, atomic_write, remove_stale_temps, temp_prefix
-from .checkpoint_validate import (check_finite_state, check_model_config, check_model_memory, check_training_state,
-                                  read_headers)
+from .checkpoint_validate import (
+    check_finite_state,
+    check_model_config,
+    check_model_memory,
+    check_training_state,
+    read_headers,
+)
 
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError", "CheckpointWriteError",
            "FORMAT", "VERSION"]

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..utils.checks import check_number, check_positive_int, check_probability
-from .checkpoint import CheckpointError
 from ..models.gpt_config import NORMS
-from .kinds import KINDS, get_kind
 from ..optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule
 from ..optim.lr_scheduler import LambdaLR
+from ..utils.checks import check_number, check_positive_int, check_probability
+from .checkpoint import CheckpointError
+from .kinds import KINDS, get_kind
 
 __all__ = ["TrainConfig", "SCHEDULES"]
 

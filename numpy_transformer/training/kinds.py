@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..models.encoder import POS_ENCODINGS as ENCODER_POSITIONS
+from ..models.encoder import TransformerModel
+from ..models.gpt import GPT, GPT_FFNS
+from ..models.gpt import POSITIONS as GPT_POSITIONS
+from ..models.seq2seq import POS_ENCODINGS as SEQ2SEQ_POSITIONS
+from ..models.seq2seq import Seq2SeqModel
+from ..nn.activations import ACTIVATIONS
+from ..nn.loss import CrossEntropyLoss
 from ..tasks import data as data_mod
 from ..tasks import lm
 from ..tasks import seq2seq as s2s
-from ..models.gpt import GPT, GPT_FFNS, POSITIONS as GPT_POSITIONS
-from ..nn.activations import ACTIVATIONS
-from ..nn.loss import CrossEntropyLoss
-from ..models.encoder import POS_ENCODINGS as ENCODER_POSITIONS, TransformerModel
-from ..models.seq2seq import POS_ENCODINGS as SEQ2SEQ_POSITIONS, Seq2SeqModel
 from .checkpoint_files import CheckpointError
 from .checkpoint_validate import check_model_config
 from .evaluation import evaluate

@@ -25,15 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..optim import OPTIMIZERS, clip_grad_norm_
 from ..study.trace import trace as _trace_block
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..tasks.data import Batcher
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .config import SCHEDULES, TrainConfig
+from .evaluation import EvalResult
 from .interrupts import deferred_interrupts
 from .kinds import get_kind
-from ..nn.loss import CrossEntropyLoss
-from ..optim import OPTIMIZERS, clip_grad_norm_
-from .config import SCHEDULES, TrainConfig
-from .evaluation import EvalResult, evaluate
 
 __all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES", "TrainingDiverged"]
 

@@ -38,12 +38,25 @@ import numpy as np
 import torch
 
 import numpy_transformer as nt
-from numpy_transformer.utils.text import plain
 from numpy_transformer.study.gradchecking.upstream import upstream_gradient
-from numpy_transformer.testing import CROSS_MASKS, KINDS, SELF_MASKS, TWIN_KINDS, HypothesisChooser, RandomChooser
-from numpy_transformer.testing import make_masks
-from numpy_transformer.testing.modules import (FLOAT32_SIZES, MIN_LAYER_NORM_D, build, draw_config, input_grads,
-                                               make_inputs)
+from numpy_transformer.testing import (
+    CROSS_MASKS,
+    KINDS,
+    SELF_MASKS,
+    TWIN_KINDS,
+    HypothesisChooser,
+    RandomChooser,
+    make_masks,
+)
+from numpy_transformer.testing.modules import (
+    FLOAT32_SIZES,
+    MIN_LAYER_NORM_D,
+    build,
+    draw_config,
+    input_grads,
+    make_inputs,
+)
+from numpy_transformer.utils.text import plain
 
 from .. import convert, table
 

@@ -14,8 +14,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from numpy_transformer.utils.text import fit
 from numpy_transformer.study.gradchecking import GradcheckError
+from numpy_transformer.utils.text import fit
 
 __all__ = ["TOL", "SCALE_FLOOR", "Comparison", "TorchCheckResult", "TorchCheckError", "compare"]
 

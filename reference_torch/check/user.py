@@ -41,7 +41,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from numpy_transformer.study.gradchecking import default_input_names, checker_rng, module_input_grads, upstream_gradient
+from numpy_transformer.study.gradchecking import checker_rng, default_input_names, module_input_grads, upstream_gradient
 from numpy_transformer.study.gradchecking.result import check_flag
 
 from .report import SCALE_FLOOR, TOL, Comparison, TorchCheckError, TorchCheckResult, compare

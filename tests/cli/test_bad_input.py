@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
+from numpy_transformer.cli import main
 from numpy_transformer.models.gpt_config import GPT_FFNS
 from numpy_transformer.tasks import data as ntdata
-from numpy_transformer.cli import main
 from numpy_transformer.training.trainer import TrainConfig
 
 seeds = st.integers(0, 2**31 - 1)

@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer as nt
 from numpy_transformer import drills
-from numpy_transformer.utils.text import WIDTH, fit, plain
 from numpy_transformer.cli import build_parser
-from _paths import REPO_ROOT
+from numpy_transformer.utils.text import WIDTH, fit, plain
 
 ROOT = str(REPO_ROOT)
 RST = re.compile(r"``|:(func|class|mod|meth|attr|data|exc|ref):`|\S::$", re.M)

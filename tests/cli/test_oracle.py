@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from _paths import REPO_ROOT
 
 from numpy_transformer import oracle
 from numpy_transformer.cli import main
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 HINT = ("needs PyTorch, the optional oracle: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "

@@ -20,8 +20,17 @@ import numpy as np
 
 import numpy_transformer.drills as drills
 from numpy_transformer.drills.engine import diagnosis, mock, stats
-from tests.drills.test_drills import (DATA_DIR, MISTAKES, ROOT, apply_patches, check, check_inprocess, first_diagnosis,
-                               flat, solution_source)
+from tests.drills.test_drills import (
+    DATA_DIR,
+    MISTAKES,
+    ROOT,
+    apply_patches,
+    check,
+    check_inprocess,
+    first_diagnosis,
+    flat,
+    solution_source,
+)
 
 
 def patched(tmp_path, name, patches, filename=None):

@@ -16,13 +16,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer.drills as drills
 from numpy_transformer.drills import exercises
 from numpy_transformer.drills.engine import diagnose
 from numpy_transformer.drills.engine.definition import apply_patches
 from numpy_transformer.drills.engine.judge import grade_case
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 NAMES = list(drills.EXERCISES)

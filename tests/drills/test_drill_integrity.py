@@ -20,11 +20,12 @@ import time
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer.drills as drills
 from numpy_transformer.drills import exercises
-from numpy_transformer.drills.engine import guard as _guard, mock, stats
-from _paths import REPO_ROOT
+from numpy_transformer.drills.engine import guard as _guard
+from numpy_transformer.drills.engine import mock, stats
 
 ROOT = str(REPO_ROOT)
 

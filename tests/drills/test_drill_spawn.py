@@ -14,11 +14,11 @@ import subprocess
 import sys
 
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer as nt
 import numpy_transformer.drills as drills
 from numpy_transformer.drills.engine import spawn
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 
@@ -121,7 +121,6 @@ def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True)
     assert set(nt.__all__) <= set(dir(nt))
     assert nt.Linear is nt.nn.Linear and nt.functional.softmax_forward
-    import numpy_transformer.study.gradchecking.pair                             # the subpackage of the same name
     assert nt.gradcheck is sys.modules["numpy_transformer.study.gradchecking.pair"].gradcheck
     with pytest.raises(AttributeError, match="has no attribute 'Linaer'"):
         nt.Linaer                                                       # noqa: B018
@@ -178,6 +177,7 @@ def test_an_interrupted_check_kills_the_grading_child(tmp_path):
 def test_the_elementwise_pool_works_in_a_forked_child():
     """fork copies only the calling thread: the child must not wait on the parent's pool threads."""
     import numpy as np
+
     from numpy_transformer.kernels import parallel
     big = np.ones(4 * parallel.CHUNK, np.float32)
     out = np.empty_like(big)
@@ -194,6 +194,7 @@ def test_the_elementwise_pool_works_in_a_forked_child():
 
 def test_the_pool_threads_use_the_callers_errstate():
     import numpy as np
+
     from numpy_transformer.kernels import parallel
     big = np.full(4 * parallel.CHUNK, 3e38, np.float32)
     out = np.empty_like(big)

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer.drills as drills
 from numpy_transformer import cli
@@ -31,7 +32,6 @@ from numpy_transformer.cli import drill as cli_drill
 from numpy_transformer.drills import exercises
 from numpy_transformer.drills.engine import diagnose
 from numpy_transformer.drills.engine.judge import grade_case
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 NAMES = list(drills.EXERCISES)
@@ -621,7 +621,8 @@ def _solution_module(name, _cache={}):
     return _cache[name]
 
 
-from hypothesis import given, strategies as st  # noqa: E402  (test dependency only)
+from hypothesis import given  # noqa: E402  (test dependency only)
+from hypothesis import strategies as st
 
 
 @given(name=st.sampled_from(NAMES), seed=st.integers(0, 2**31 - 1), index=st.integers(0, 10_000))

@@ -3,12 +3,12 @@
 
 import numpy as np
 import pytest
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from _compare import assert_close
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as TF
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer.functional as F
 from numpy_transformer import testing as registry

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _compare import assert_close
 
 import numpy_transformer as nt

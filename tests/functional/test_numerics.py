@@ -15,10 +15,9 @@ import warnings
 
 import numpy as np
 import pytest
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F

@@ -15,10 +15,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F

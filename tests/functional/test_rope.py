@@ -16,14 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _compare import assert_close
-
 import numpy_transformer.functional as F
-from reference_torch.nn import rotary as RR
 from reference_torch import table
+from reference_torch.nn import rotary as RR
 
 torch.set_num_threads(1)
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, strategies as st
+from _compare import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
 
 import numpy_transformer.functional as F
-from numpy_transformer.functional.multi_head_attention import (merge_heads, _merge_heads_naive, split_heads,
-                                                               _split_heads_naive)
+from numpy_transformer.functional.multi_head_attention import (
+    _merge_heads_naive,
+    _split_heads_naive,
+    merge_heads,
+    split_heads,
+)
 from numpy_transformer.kernels import erf as kerf
 from numpy_transformer.kernels import gelu as kgelu
 from numpy_transformer.kernels import parallel
-
-from _compare import assert_close
 
 shapes = st.lists(st.integers(1, 6), min_size=1, max_size=3).map(tuple)
 dtypes = st.sampled_from([np.float64, np.float32])

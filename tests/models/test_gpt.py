@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer as nt
 from reference_torch.models import gpt as RG

@@ -10,16 +10,16 @@ import re
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer as nt
 from numpy_transformer.models import gpt_config
-from numpy_transformer.nn import block as nn_block
 from numpy_transformer.nn import activations
+from numpy_transformer.nn import block as nn_block
 from numpy_transformer.tasks import lm
 from numpy_transformer.training import config as train_config
 from numpy_transformer.training import kinds
 from numpy_transformer.training.checkpoint import load_checkpoint, save_checkpoint
-from _paths import REPO_ROOT
 
 PKG = os.path.join(str(REPO_ROOT), "numpy_transformer")
 

@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from _compare import assert_close
+from hypothesis import given
+from hypothesis import strategies as st
 
 import numpy_transformer as nt
+from numpy_transformer.models.seq2seq import Seq2SeqModel
 from numpy_transformer.tasks import seq2seq as s2s
 from numpy_transformer.tasks.bleu import corpus_bleu
-from numpy_transformer.models.seq2seq import Seq2SeqModel
-
-from _compare import assert_close
 
 
 # -- tasks -------------------------------------------------------------------------------------------------

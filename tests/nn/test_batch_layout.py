@@ -18,10 +18,10 @@ import re
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 from numpy_transformer.functional import attention as sdpa
 from numpy_transformer.nn._layout import BatchLayout
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 rng = np.random.default_rng(0)

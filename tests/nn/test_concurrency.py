@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.study import trace as _trace
 from numpy_transformer import functional as F
 from numpy_transformer.kernels import parallel
+from numpy_transformer.study import trace as _trace
 
 V, D, STEPS = 11, 16, 5
 

@@ -10,14 +10,13 @@ import inspect
 import numpy as np
 import pytest
 import torch
-
 from _compare import assert_close
 
 import numpy_transformer as nt
 import reference_torch as R
-from reference_torch import check, table
 from numpy_transformer.testing.decoders import MEMORY_MASKS
 from numpy_transformer.testing.masks import SELF_MASKS
+from reference_torch import check, table
 
 torch.set_num_threads(1)
 

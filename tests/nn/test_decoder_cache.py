@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer as nt
 from numpy_transformer.nn import kv_cache

@@ -5,11 +5,11 @@ group, dropout replays, torch's refusals, and broadcast leading dimensions."""
 
 import numpy as np
 import pytest
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
-from _compare import assert_close
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional

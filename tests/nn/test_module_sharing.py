@@ -11,10 +11,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from _compare import assert_close
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _compare import assert_close
 
 import numpy_transformer as nt
 from numpy_transformer.study.gradchecking import gradcheck_module

@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _compare import assert_close
+from _paths import REPO_ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _compare import assert_close
-
 import numpy_transformer as nt
-from numpy_transformer.nn.block import GATED_FFNS
 import reference_torch as R
+from numpy_transformer.nn.block import GATED_FFNS
 from reference_torch import convert, table
-from reference_torch.check import checker as check
 from reference_torch.check import HypothesisChooser
-from _paths import REPO_ROOT
+from reference_torch.check import checker as check
 
 # Tiny tensors: torch's intra-op threads only add synchronisation cost (float64 LayerNorm is ~50x
 # slower with 2 threads than with 1), and pytest-xdist already runs one worker per core.

@@ -5,11 +5,12 @@ keeps no layer cache; a refused backward leaves nothing behind."""
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from _paths import REPO_ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer.nn.recompute import backward_layer, run_layer
-from _paths import REPO_ROOT
 
 DTYPES = [np.float32, np.float64]
 
@@ -306,7 +307,6 @@ def test_train_command_takes_checkpoint_activations_and_resume_may_toggle_it(tmp
 
 def test_the_study_tools_example_runs_and_prints_true(capsys):
     import re
-    from pathlib import Path
     doc = (REPO_ROOT / "docs" / "study-tools.md").read_text(encoding="utf-8")
     section = doc.split("### Activation checkpointing", 1)[1].split("\n### ", 1)[0]
     code, = re.findall(r"^```python\n(.*?)^```", section, re.M | re.S)

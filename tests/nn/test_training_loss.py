@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
-from tests._compare import assert_close, TOL
+from tests._compare import TOL, assert_close
 
 torch.set_num_threads(1)
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
-from reference_torch.convert import optimizer_state_to_numpy
 from numpy_transformer.optim import lr_scheduler as ours_sched
+from reference_torch.convert import optimizer_state_to_numpy
 
 STEPS = 200
 

@@ -20,15 +20,14 @@ from __future__ import annotations
 import ast
 import re
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _compare import assert_close
+from _paths import REPO_ROOT
 
 import numpy_transformer.functional as F
 from numpy_transformer import nn
-from _compare import assert_close
-from _paths import REPO_ROOT
 
 ROOT = REPO_ROOT
 DOC = ROOT / "docs" / "derivations.md"

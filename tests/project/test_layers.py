@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import os
+
 from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)

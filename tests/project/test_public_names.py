@@ -15,11 +15,11 @@ import sys
 import textwrap
 
 import pytest
+from _paths import REPO_ROOT
 
 import numpy_transformer as nt
 from numpy_transformer import nn
 from numpy_transformer.utils.lazy import declared_all
-from _paths import REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 

@@ -3,7 +3,7 @@ what earlier ones defined, as a reader typing them into one interpreter would): 
 a user can run it from the README."""
 
 import re
-from pathlib import Path
+
 from _paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"

@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pytest
 
+from numpy_transformer.cli import build_parser
 from numpy_transformer.study import ablation
 from numpy_transformer.study.ablation import Variant, VariantRun, format_table, parse_variants, run_ablation, summarize
-from numpy_transformer.cli import build_parser
 
 TINY = dict(task="shift", d_model=16, nhead=2, dim_feedforward=32, num_layers=1, num_train=200, num_val=40,
             vocab_size=12, seq_len=6, batch_size=8, steps=6, warmup=2)

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer import oracle
 from numpy_transformer.cli import main
-from _paths import REPO_ROOT
 
 torch = pytest.importorskip("torch")
 from reference_torch.check.user import TorchCheckError, TorchCheckResult  # noqa: E402

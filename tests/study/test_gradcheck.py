@@ -20,8 +20,13 @@ from hypothesis.extra.numpy import arrays
 import numpy_transformer as nt
 from numpy_transformer import cli
 from numpy_transformer import functional as F
-from numpy_transformer.study.gradchecking import (GradcheckError, GradcheckResult, gradcheck, gradcheck_module,
-                                               numerical_gradient)
+from numpy_transformer.study.gradchecking import (
+    GradcheckError,
+    GradcheckResult,
+    gradcheck,
+    gradcheck_module,
+    numerical_gradient,
+)
 
 # The module checks cost ~0.1-0.5 s per example: a fifth of the profile's examples (5 with ci, 100 with
 # thorough).

@@ -14,7 +14,13 @@ import numpy_transformer as nt
 from numpy_transformer import cli
 from numpy_transformer import functional as F
 from numpy_transformer.cli.gradcheck import _fd_rows, op_cases
-from numpy_transformer.study.gradchecking import GradcheckError, checker_rng, gradcheck, gradcheck_module, upstream_gradient
+from numpy_transformer.study.gradchecking import (
+    GradcheckError,
+    checker_rng,
+    gradcheck,
+    gradcheck_module,
+    upstream_gradient,
+)
 
 torch = pytest.importorskip("torch")
 

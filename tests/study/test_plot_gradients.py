@@ -5,12 +5,11 @@ import json
 
 import numpy as np
 import pytest
+from test_plots import PNG_SIGNATURE, TINY, needs_matplotlib
 
 from numpy_transformer.cli import main
 from numpy_transformer.study.plot_gradients import NO_NORMS, gradient_norms
 from numpy_transformer.training.trainer import TrainConfig, Trainer
-
-from test_plots import PNG_SIGNATURE, TINY, needs_matplotlib
 
 
 @pytest.fixture(scope="module")

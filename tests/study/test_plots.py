@@ -131,7 +131,9 @@ def _torch_weights(call):
     """Per-head weights of torch.nn.MultiheadAttention (our module's weights copied) on the inputs and
     masks our module was called with; a causal hint without a mask becomes torch's bool causal mask."""
     import warnings
+
     import torch
+
     from reference_torch.table import torch_module
     attn, (q, k, v), kw = call
     tm = torch_module(attn, "torch.nn").eval()

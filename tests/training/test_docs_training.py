@@ -4,16 +4,15 @@ weights and learning rates equal the Trainer's bit for bit; the scheduler recipe
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
+import _readme
 import numpy as np
 import pytest
 import torch
+from _paths import REPO_ROOT
 
-import _readme
 import numpy_transformer as nt
 from numpy_transformer.training.trainer import TrainConfig, Trainer
-from _paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "training.md"
 STEPS = 4

@@ -6,14 +6,14 @@ import json
 import re
 import time
 
+import _readme
 import numpy as np
 import pytest
 
-import _readme
 from numpy_transformer import GPT
+from numpy_transformer.cli import main
 from numpy_transformer.tasks import lm
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint
-from numpy_transformer.cli import main
 from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(model="gpt", num_train=600, num_val=60, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,

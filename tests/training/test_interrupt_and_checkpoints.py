@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
+from numpy_transformer.cli import main
 from numpy_transformer.training import checkpoint as ckpt_mod
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from numpy_transformer.cli import main
 from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(task="reverse", vocab_size=10, seq_len=6, num_train=300, num_val=40, d_model=16, nhead=2, num_layers=2,

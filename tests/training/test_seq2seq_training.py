@@ -5,17 +5,17 @@ import json
 import re
 import time
 
+import _readme
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
-import _readme
+from numpy_transformer.cli import main
+from numpy_transformer.models.seq2seq import Seq2SeqModel
 from numpy_transformer.tasks import seq2seq as s2s
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint
-from numpy_transformer.cli import main
 from numpy_transformer.training.kinds import KINDS
-from numpy_transformer.models.seq2seq import Seq2SeqModel
 from numpy_transformer.training.trainer import TrainConfig, Trainer
-from _paths import REPO_ROOT
 
 TINY = dict(model="seq2seq", task="reverse", vocab_size=10, seq_len=5, num_train=600, num_val=60, d_model=16,
             nhead=2, num_layers=1, dim_feedforward=32, batch_size=16, warmup=30, dropout=0.0)
@@ -208,7 +208,6 @@ def test_the_quoted_spread_holds_for_every_seed(task, seed):
 
 
 def test_docs_training_seq2seq_snippet_runs():
-    from pathlib import Path
     doc = (REPO_ROOT / "docs" / "training.md").read_text()
     code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "Seq2SeqModel" in b)
     for old, new in (("range(1000)", "range(3)"), ("num_train=20000, num_val=1000", "num_train=500, num_val=40")):
@@ -222,7 +221,6 @@ def test_docs_training_seq2seq_snippet_runs():
 @pytest.mark.slow
 def test_docs_training_seq2seq_snippet_as_it_stands():
     """docs/training.md's seq2seq loop, run as written, reaches the exact match and BLEU the doc states."""
-    from pathlib import Path
     doc = (REPO_ROOT / "docs" / "training.md").read_text()
     code = next(b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "Seq2SeqModel" in b)
     ns = {}

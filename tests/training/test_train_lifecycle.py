@@ -16,10 +16,10 @@ import time
 import numpy as np
 import pytest
 
+from numpy_transformer.cli import main
 from numpy_transformer.training import runlog
 from numpy_transformer.training import trainer as training
 from numpy_transformer.training.checkpoint import load_checkpoint
-from numpy_transformer.cli import main
 from numpy_transformer.training.runlog import read_log
 from numpy_transformer.training.trainer import TrainConfig, Trainer
 

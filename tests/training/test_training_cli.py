@@ -4,15 +4,15 @@ import json
 import os
 import re
 
+import _readme
 import numpy as np
 import pytest
 
-import _readme
 import numpy_transformer as nt
+from numpy_transformer.cli import main
 from numpy_transformer.models.gpt_config import GPT_FFNS
 from numpy_transformer.training import checkpoint as ckpt_mod
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from numpy_transformer.cli import main
 from numpy_transformer.training.trainer import TrainConfig, Trainer
 
 TINY = dict(task="reverse", vocab_size=10, seq_len=6, num_train=400, num_val=60, d_model=16, nhead=2, num_layers=1,

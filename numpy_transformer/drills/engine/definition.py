@@ -7,14 +7,13 @@ so the NumPy code a mistake is recognised by is the solution the user is shown, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import functools
 import os
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
-
 
 #: a source patch: ``(text in solution.py, what a person making the mistake writes instead)``, applied in order
 Patch = Tuple[Tuple[str, str], ...]

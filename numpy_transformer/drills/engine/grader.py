@@ -30,8 +30,8 @@ import time
 from types import SimpleNamespace
 
 from ...utils.text import fit
-from . import diagnose, guard
 from ..exercises import EXERCISES, get
+from . import diagnose, guard
 from .judge import Events, grade_all
 from .report import format_duration, report
 from .spawn import ChildGone, Deadline, setup_message, start_worker

@@ -21,12 +21,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ...oracle import OracleUnavailable, load as load_oracle
+from ...oracle import OracleUnavailable
+from ...oracle import load as load_oracle
+from ..exercises import draw_case
 from . import diagnose
+from .definition import MISSING
 from .harness import run_impl
 from .probe import case_features, dump_case, grad_check, smallest_failing
-from ..exercises import draw_case
-from .definition import MISSING
 from .spawn import ChildGone, Deadline
 
 

@@ -14,8 +14,8 @@ import random
 import time
 
 from ...utils.text import fit
-from . import stats
 from ..exercises import EXERCISES, get
+from . import stats
 from .report import format_duration
 
 SESSION = "mock.json"

@@ -7,8 +7,18 @@ import inspect
 import numpy as np
 
 from .hygiene import inplace_check, repeat_check, snapshot, warn_not_float64
-from .numeric import (DEFAULT_ATOL, DEFAULT_EPS, DEFAULT_RTOL, as_output, check_tensor, check_tensor_fast, excluded_elements,
-                      float64_output, is_float_array, numerical_gradient)
+from .numeric import (
+    DEFAULT_ATOL,
+    DEFAULT_EPS,
+    DEFAULT_RTOL,
+    as_output,
+    check_tensor,
+    check_tensor_fast,
+    excluded_elements,
+    float64_output,
+    is_float_array,
+    numerical_gradient,
+)
 from .result import GradcheckResult, check_flag, conclude
 from .upstream import checker_rng, upstream_gradient
 

@@ -10,7 +10,6 @@ import numpy as np
 
 from ...engine.definition import Case, Exercise, describe, shape_text
 
-
 #: its place in `drill list`
 ORDER = 140
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

@@ -1,7 +1,8 @@
 """The adamw_step drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
-import numpy as np
 from numpy_transformer import nn, optim
+
+
 def adamw_step(param, grad, m, v, step, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
     p = nn.Parameter(param.copy())
     p.grad = grad.copy()

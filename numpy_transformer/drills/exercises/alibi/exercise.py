@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from .... import functional as F
 from ...engine.definition import Case, Exercise, describe
 
-
 #: its place in `drill list`
 ORDER = 110
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

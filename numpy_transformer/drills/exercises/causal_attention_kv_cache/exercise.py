@@ -13,7 +13,6 @@ import numpy as np
 from .... import functional as F
 from ...engine.definition import Case, Exercise, describe, shape_text
 
-
 #: its place in `drill list`
 ORDER = 200
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

@@ -1,7 +1,10 @@
 """The cross_attention drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 import numpy as np
+
 from numpy_transformer import nn
+
+
 def cross_attention_forward(x, memory, Wq, Wk, Wv, Wo, num_heads, memory_key_padding_mask=None):
     m = nn.MultiheadAttention(x.shape[-1], num_heads, bias=False, batch_first=True, dtype=np.float64)
     m.in_proj_weight.data[...] = np.concatenate([Wq, Wk, Wv])

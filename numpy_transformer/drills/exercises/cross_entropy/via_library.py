@@ -1,7 +1,10 @@
 """The cross_entropy drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 import numpy as np
+
 from numpy_transformer import functional as F
+
+
 def cross_entropy_forward(logits, targets):
     n = logits.shape[0]
     z = logits - logits.max(axis=-1, keepdims=True)

@@ -1,7 +1,9 @@
 """The encoder_layer drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 import numpy as np
+
 from numpy_transformer import nn
+
 NAMES = {"Wo": "self_attn.out_proj.weight", "W1": "linear1.weight", "b1": "linear1.bias",
          "W2": "linear2.weight", "b2": "linear2.bias", "gamma1": "norm1.weight", "beta1": "norm1.bias",
          "gamma2": "norm2.weight", "beta2": "norm2.bias"}

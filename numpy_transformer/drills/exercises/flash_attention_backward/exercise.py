@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from .... import functional as F
 from ...engine.definition import Case, Exercise, describe, shape_text
 
-
 #: its place in `drill list`
 ORDER = 230
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

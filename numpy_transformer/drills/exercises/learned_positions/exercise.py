@@ -11,7 +11,6 @@ import numpy as np
 from .... import nn
 from ...engine.definition import Case, Exercise, describe, shape_text
 
-
 #: its place in `drill list`
 ORDER = 160
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

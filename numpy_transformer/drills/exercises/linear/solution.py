@@ -1,6 +1,5 @@
 """Linear layer y = x W^T + b (torch's weight layout), forward and backward."""
 
-import numpy as np
 
 
 def linear_forward(x, W, b):

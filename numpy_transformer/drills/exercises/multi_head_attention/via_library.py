@@ -1,7 +1,11 @@
 """The multi_head_attention drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 import numpy as np
-from numpy_transformer import nn, functional as F
+
+from numpy_transformer import functional as F
+from numpy_transformer import nn
+
+
 def mha_forward(x, Wq, Wk, Wv, Wo, num_heads, mask=None, causal=False):
     S, D = x.shape[1], x.shape[2]
     m = nn.MultiheadAttention(D, num_heads, bias=False, batch_first=True, dtype=np.float64)

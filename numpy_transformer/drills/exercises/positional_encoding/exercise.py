@@ -8,7 +8,6 @@ import numpy as np
 
 from ...engine.definition import Case, Exercise, describe
 
-
 #: its place in `drill list`
 ORDER = 150
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

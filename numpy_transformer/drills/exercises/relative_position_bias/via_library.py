@@ -1,7 +1,10 @@
 """The relative_position_bias drill answered by the library itself, through the skeleton's signatures: a test grades
 it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 import numpy as np
+
 from numpy_transformer import nn
+
+
 def relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance):
     from numpy_transformer import functional as F
     return F.relative_position_bucket(relative_position, bidirectional, num_buckets, max_distance)

@@ -9,7 +9,6 @@ import numpy as np
 from .... import functional as F
 from ...engine.definition import Case, Exercise, describe, shape_text
 
-
 #: its place in `drill list`
 ORDER = 50
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)

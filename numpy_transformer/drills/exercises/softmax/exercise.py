@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
-
 from .... import functional as F
 from ...engine.definition import Case, Exercise, describe, shape_text
-
 
 #: its place in `drill list`
 ORDER = 10
