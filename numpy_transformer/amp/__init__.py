@@ -3,7 +3,6 @@
 optimizer, the norms, the softmax and the loss in float32). See docs/mixed-precision.md.
 """
 
-from .grad_scaler import GradScaler
-from .mixed import Float32Norm, MixedPrecision
+from ..utils.lazy import reexport
 
-__all__ = ["GradScaler", "MixedPrecision", "Float32Norm"]
+__all__ = reexport(__name__, globals())         # GradScaler, MixedPrecision, Float32Norm: the files' __all__

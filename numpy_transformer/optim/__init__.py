@@ -11,23 +11,13 @@ run matches torch's to rounding; ``state_dict()`` has torch's layout, and torch'
 * ``lr_scheduler.py`` — ``nt.optim.lr_scheduler.LambdaLR``, ``StepLR``, ``MultiStepLR``, ``ConstantLR``,
   ``LinearLR``, ``ExponentialLR``, ``CosineAnnealingLR``, ``SequentialLR``, as ``torch.optim.lr_scheduler``.
 * ``schedules.py`` — the paper's warm-up formula :func:`noam_lr` and its callable forms.
+* ``choices.py`` — :data:`OPTIMIZERS` (the names ``train --optimizer`` takes) and :func:`make_optimizer`.
+
+The package's names are its submodules' ``__all__`` (``utils.lazy.reexport``); ``lr_scheduler`` stays a
+namespace of its own, as ``torch.optim.lr_scheduler``.
 """
 
+from ..utils.lazy import reexport
 from . import lr_scheduler
-from .adam import Adam, AdamW
-from .clip import clip_grad_norm_
-from .optimizer import Optimizer
-from .schedules import ConstantSchedule, WarmupInverseSqrtSchedule, noam_lr
-from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_", "lr_scheduler", "noam_lr",
-           "WarmupInverseSqrtSchedule", "ConstantSchedule", "OPTIMIZERS", "make_optimizer"]
-
-OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
-
-
-def make_optimizer(name, params, **kwargs):
-    """``OPTIMIZERS[name](params, **kwargs)`` with a clear error for an unknown name."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    return OPTIMIZERS[name](params, **kwargs)
+__all__ = [*reexport(__name__, globals(), skip=("lr_scheduler",)), "lr_scheduler"]

@@ -10,10 +10,7 @@ Adding an op: the one recipe is DEVELOPERS.md, "Adding an op, step by step" (an 
 its step 3). Nothing else: the tests, the report and the checker pick the new entries up.
 """
 
-from .choosers import HypothesisChooser, RandomChooser
-from .masks import CROSS_MASKS, FLASH_MASKS, SDPA_MASKS, SELF_MASKS, make_masks, sdpa_mask
-from .modules import KINDS, MODULES, TWIN_KINDS, ModuleCase
-from .ops import OPS, TOL, Draw, OpCase
+from ..utils.lazy import reexport
 
-__all__ = ["OPS", "MODULES", "KINDS", "TWIN_KINDS", "TOL", "OpCase", "ModuleCase", "Draw", "RandomChooser",
-           "HypothesisChooser", "make_masks", "SELF_MASKS", "CROSS_MASKS", "SDPA_MASKS", "FLASH_MASKS", "sdpa_mask"]
+#: the op draws (``op_draws.linear``, ``op_draws.gelu`` ...) are reached by their module's name
+__all__ = reexport(__name__, globals(), skip=("op_draws",))
