@@ -265,7 +265,8 @@ def main(argv=None):
                 result["layers"].append(row)
                 print(f"{'decoder' if decoder else 'encoder':<8}{b:>3} {s:>4} {dtype:<8}{act:<5}| "
                       f"{ours['fwd+bwd']['median_ms']:>10.1f} {ref['fwd+bwd']['median_ms']:>7.1f} "
-                      f"{_ratio(res, 'fwd+bwd'):>17} | {ours['fwd']['median_ms']:>7.1f} {ref['fwd']['median_ms']:>7.1f} "
+                      f"{_ratio(res, 'fwd+bwd'):>17} | "
+                      f"{ours['fwd']['median_ms']:>7.1f} {ref['fwd']['median_ms']:>7.1f} "
                       f"{_ratio(res, 'fwd'):>17} | {pct:>5} | {mem:>14} | {harness.load_text(res)}", flush=True)
 
     if "models" in parts:

@@ -62,7 +62,8 @@ def main():
     rows = sorted(((v[2], k) for k, v in stats.stats.items()), reverse=True)[:12]
     print(f"{'share':>6} {'ms/step':>8}  function")
     for tottime, (fname, line, func) in rows:
-        print(f"{100 * tottime / total:5.1f}% {tottime / a.steps * 1e3:8.2f}  {func} ({os.path.basename(fname)}:{line})")
+        print(f"{100 * tottime / total:5.1f}% {tottime / a.steps * 1e3:8.2f}  "
+              f"{func} ({os.path.basename(fname)}:{line})")
 
 
 def by_op(run, a):

@@ -92,9 +92,10 @@ def check_against_torch(forward, backward, torch_fn, inputs, dtype="float64", **
     Runs ``forward(**inputs) -> out`` or ``(out, cache)`` and ``backward(dout, cache) -> grads`` (a tuple
     in the order of the floating-point inputs, or a dict ``name -> grad``), and ``torch_fn(**tensors)``
     on the same inputs (cast to ``dtype``) with the same random upstream gradient ``dout ~ N(0, 1)``
-    (``seed=0``, the checkers' own stream, never your inputs'; never all ones). Returns a ``TorchCheckResult``: per tensor (``out`` and each input's
-    gradient) the max abs and normwise relative error and the worst element (index, ours, torch's),
-    ``.ok``, ``str()`` the table, ``.raise_if_failed()``.
+    (``seed=0``, the checkers' own stream, never your inputs'; never all ones). Returns a
+    ``TorchCheckResult``: per tensor (``out`` and each input's gradient) the max abs and normwise
+    relative error and the worst element (index, ours, torch's), ``.ok``, ``str()`` the table,
+    ``.raise_if_failed()``.
 
     Tolerance (``rtol``, normwise): 1e-10 in float64, where both sides agree to ~1e-15..1e-12 (the
     same maths rounded in a different order, ``u = 1.1e-16``); 1e-4 in float32 (``u = 6e-8``,

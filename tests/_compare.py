@@ -71,6 +71,7 @@ def assert_close(named_pairs, tol=None, dtype=np.float64, context="", floor=None
         report.append((re, name, ae))
     bad = [r for r in report if not r[0] <= tol]
     if bad:
-        lines = "\n".join(f"  {name:<40} max abs {ae:.3e}  rel {re:.3e}" for re, name, ae in sorted(report, reverse=True))
+        lines = "\n".join(f"  {name:<40} max abs {ae:.3e}  rel {re:.3e}"
+                          for re, name, ae in sorted(report, reverse=True))
         raise AssertionError(f"{context}relative error above {tol:g}:\n{lines}")
     return report

@@ -161,7 +161,8 @@ def _ours_op(case, dtype, seed):
     static = {k: _cast(v, dtype) for k, v in case.static.items()}
     res = case.forward(**inputs, **static)
     out, cache = res[0], res[-1]
-    dout = _dout(out.shape, seed, [v for v in case.inputs.values() if isinstance(v, np.ndarray) and v.dtype.kind == "f"])
+    floats = [v for v in case.inputs.values() if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+    dout = _dout(out.shape, seed, floats)
     grads = case.backward(dout.astype(dtype), cache)
     return dout, {k: v for k, v in grads.items() if v is not None}
 

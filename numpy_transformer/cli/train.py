@@ -92,7 +92,8 @@ def add_config_options(p):
     g.add_argument("--dtype", help=f"float32 or float64 (default {_D.dtype}; float32 is faster)")
     g.add_argument("--checkpoint-activations", action="store_const", const=True,
                    help="activation checkpointing: keep each layer's input only and recompute its forward in the "
-                        "backward (less memory, one more forward per layer, the same run bit for bit; may change on --resume)")
+                        "backward (less memory, one more forward per layer, the same run bit for bit; "
+                        "may change on --resume)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--optimizer", help=f"one of {', '.join(sorted(OPTIMIZERS))} (default {_D.optimizer})")
     g.add_argument("--lr", type=float, help=f"peak learning rate (default {_D.lr}); with --schedule warmup the "
@@ -126,8 +127,8 @@ def register(subparsers):
     g.add_argument("--force", action="store_true", help="replace an existing --save checkpoint or log of "
                    "another run (a log that is a symbolic link is refused all the same)")
     g.add_argument("--check-torch", action="store_true",
-                   help="train a PyTorch twin in lockstep (same weights, batches, dropout masks; every --model) and print the "
-                        "largest difference seen; use --dtype float64 to watch agreement to rounding")
+                   help="train a PyTorch twin in lockstep (same weights, batches, dropout masks; every --model) "
+                        "and print the largest difference seen; use --dtype float64 to watch agreement to rounding")
     g.add_argument("--quiet", action="store_true", help="no progress bar or periodic lines, only the final report")
     g.add_argument("--log", metavar="PATH", help="JSON-lines training log (default: next to the checkpoint, "
                    "run.npz -> run.log.jsonl; none without --save/--resume); --resume A appends to A's log, "

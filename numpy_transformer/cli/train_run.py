@@ -179,10 +179,12 @@ class TrainRun:
                 f"{c.dtype}; {n_par:,} parameters"))
         out(fit(f"optimizer {c.optimizer} (peak lr {c.lr:g}, {c.schedule} schedule"
                 + (f", warmup {c.warmup}" if c.schedule == "warmup" else "") + f"), clip {c.clip:g}, batch "
-                f"{c.batch_size}, {c.steps} steps" + (f" (resuming at step {trainer.step})" if self.args.resume else "")))
+                f"{c.batch_size}, {c.steps} steps"
+                + (f" (resuming at step {trainer.step})" if self.args.resume else "")))
         if self.lockstep is not None:
             out(fit("check-torch: a PyTorch twin trains in lockstep (same weights, batches and dropout masks)"
-                    + ("" if c.dtype == "float64" else "; float32 rounding makes the runs drift apart: use --dtype float64")))
+                    + ("" if c.dtype == "float64"
+                       else "; float32 rounding makes the runs drift apart: use --dtype float64")))
 
     def _finish(self):
         c, trainer = self.c, self.trainer

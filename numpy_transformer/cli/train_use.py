@@ -161,7 +161,8 @@ def _predict_gpt(args, c, model):
         got = lm.decode_answer(g)
         print(f"\nexample {n}: " + ("correct" if got == want else "wrong"))
         print(f"  prompt     {lm.to_text(p)}")
-        print(f"  generated  {lm.to_text(g).rstrip('_')}  (reads {'nothing: not digits then EOS' if got is None else got})")
+        reads = "nothing: not digits then EOS" if got is None else got
+        print(f"  generated  {lm.to_text(g).rstrip('_')}  (reads {reads})")
         print(f"  expected   {lm.to_text(lm.encode_answer(want, c.digits)[0])}  ({want})")
     return 0
 

@@ -13,7 +13,8 @@ from .linear import LinearCache, linear_backward, linear_forward
 from .masks import merge_masks
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward
 
-__all__ = ["MultiHeadAttentionCache", "split_heads", "merge_heads", "multi_head_attention_forward", "multi_head_attention_backward"]
+__all__ = ["MultiHeadAttentionCache", "split_heads", "merge_heads", "multi_head_attention_forward",
+           "multi_head_attention_backward"]
 
 
 EXTRA_KEYS_CAUSAL = ("is_causal=True cannot be combined with add_bias_kv or add_zero_attn: torch's two code paths "

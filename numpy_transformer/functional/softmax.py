@@ -1,7 +1,7 @@
 """softmax over one axis, numerically stable (fully masked slices give zeros), and its backward.
 
-The forward runs :func:`_softmax_inplace` on blocks of rows in parallel (:func:`numpy_transformer.kernels.parallel.map_rows`);
-the maths is the plain formula in :func:`_softmax_inplace`."""
+The forward runs :func:`_softmax_inplace` on blocks of rows in parallel
+(:func:`numpy_transformer.kernels.parallel.map_rows`); the maths is the plain formula in :func:`_softmax_inplace`."""
 
 from __future__ import annotations
 

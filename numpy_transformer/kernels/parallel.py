@@ -6,7 +6,8 @@ at once, each chunk's temporaries staying small.
 
 Threads help most when OpenBLAS's own idle threads do not spin on the cores after a matrix product
 (``OPENBLAS_THREAD_TIMEOUT=1`` in the environment before NumPy is imported makes them sleep; the
-benchmark sets nothing, so its figures are those of the defaults). The number of threads is ``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
+benchmark sets nothing, so its figures are those of the defaults). The number of threads is
+``NT_NUM_THREADS`` if set, else the number of cores; 1 disables threading.
 """
 
 from __future__ import annotations

@@ -158,7 +158,8 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         and each row's positions count from its first real token (``cumsum(attention_mask) - 1``),
         so every row gets exactly the logits it gets alone, hence the same greedy and beam-search
         tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
-        prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt (ValueError). Default: every token real.
+        prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt
+        (ValueError). Default: every token real.
 
     Returns
     -------

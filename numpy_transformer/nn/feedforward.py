@@ -1,9 +1,10 @@
 """The gated feed-forwards of today's blocks, ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``
 (torch has no such classes; Hugging Face's names): :class:`GatedFeedForward` holds the maths once, and
 each variant is a subclass naming its ``ffn`` choice and its activation — :class:`SwiGLU` (SiLU, as
-``LlamaMLP``) and :class:`GeGLU` (GELU, the GELU-gated MLP of Gemma and T5 v1.1). The subclasses are the gated choices of a block's ``ffn`` (:data:`nn.block.GATED_FFNS`
-finds them), so a new variant is one subclass here. The functional pair is
-:func:`numpy_transformer.functional.gated_forward` / ``gated_backward``.
+``LlamaMLP``) and :class:`GeGLU` (GELU, the GELU-gated MLP of Gemma and T5 v1.1). The subclasses are
+the gated choices of a block's ``ffn`` (:data:`nn.block.GATED_FFNS` finds them), so a new variant is
+one subclass here. The functional pair is :func:`numpy_transformer.functional.gated_forward` /
+``gated_backward``.
 """
 
 from __future__ import annotations

@@ -111,7 +111,8 @@ class Embedding(Module):
         if padding_idx is not None:
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)) \
                     or not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
+                raise ValueError(f"padding_idx must be an int in [-{num_embeddings}, {num_embeddings}), "
+                                 f"got {padding_idx!r}")
             padding_idx = padding_idx % num_embeddings
         self.padding_idx = padding_idx
         self.max_norm = None if max_norm is None else check_number(max_norm, "max_norm", low=0, low_open=True)

@@ -25,9 +25,10 @@ gradients of shared parameters add up (``Parameter.accumulate``). Which cache do
 Threads and forked processes
 ----------------------------
 The running pass (``_TAPE``: the forward's tag, the backward's depth and the pass it consumes) is
-kept **per thread** (``threading.local``), as are the hooks' subscribers (:mod:`.hooks`): threads each training their own
-model never see each other's passes and get, bit for bit, the results of the same runs done one after
-the other. Passes are numbered process-wide (``_CALLS``), so no two threads' tags coincide. One module
+kept **per thread** (``threading.local``), as are the hooks' subscribers (:mod:`.hooks`): threads each
+training their own model never see each other's passes and get, bit for bit, the results of the same
+runs done one after the other. Passes are numbered process-wide (``_CALLS``), so no two threads' tags
+coincide. One module
 run by two threads *at once* is not supported (a new top-level call drops the caches the other
 thread's call left, as above, and both add into the same ``.grad``). A child forked from a threaded
 process has the state of the forking thread only, which matches the stack it goes on running; the

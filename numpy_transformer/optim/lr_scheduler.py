@@ -287,7 +287,8 @@ class LinearLR(LRScheduler):
             raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal "
                              f"to 1, got start_factor={start_factor!r}")
         if end_factor > 1.0 or end_factor < 0:
-            raise ValueError(f"Ending multiplicative factor expected to be between 0 and 1, got end_factor={end_factor!r}")
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1, "
+                             f"got end_factor={end_factor!r}")
         self.start_factor = start_factor
         self.end_factor = end_factor
         self.total_iters = _check_int(total_iters, "total_iters", 1)
@@ -349,7 +350,8 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return self._current_lrs()
         if self._step_count == 1 and self.last_epoch > 0:
-            return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos((self.last_epoch) * math.pi / self.T_max)) / 2
+            return [self.eta_min
+                    + (base_lr - self.eta_min) * (1 + math.cos((self.last_epoch) * math.pi / self.T_max)) / 2
                     for base_lr in self.base_lrs]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
             return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2

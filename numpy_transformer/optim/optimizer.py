@@ -228,7 +228,8 @@ class Optimizer:
             if len(g_new["params"]) != len(g["params"]):
                 raise ValueError("optimizer state's parameter groups have different sizes from this optimizer's")
         # torch matches saved indices to parameters by position through the groups
-        id_map = {int(i): p for g_new, g in zip(groups, self.param_groups) for i, p in zip(g_new["params"], g["params"])}
+        id_map = {int(i): p for g_new, g in zip(groups, self.param_groups)
+                  for i, p in zip(g_new["params"], g["params"])}
         new_state = {}
         for key, s in state_dict["state"].items():
             i = int(key)
@@ -240,7 +241,8 @@ class Optimizer:
             unknown = sorted(set(s) - set(self.state_keys))
             if unknown:
                 raise ValueError(f"optimizer state of parameter {i} holds {unknown}, which {type(self).__name__} "
-                                 f"does not keep (it keeps {list(self.state_keys)}; state from another optimizer class?)")
+                                 f"does not keep (it keeps {list(self.state_keys)}; "
+                                 "state from another optimizer class?)")
             converted = {}
             for name, v in s.items():
                 v = _as_plain(v)

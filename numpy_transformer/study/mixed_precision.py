@@ -82,7 +82,8 @@ def train(mode, steps=300, seed=0, d_model=32, nhead=2, num_layers=2, dim_feedfo
     norm_inputs = {}
     _norm_input_recorder(model, norm_inputs)
     model.eval()(data.val_src)
-    return {"mode": mode, "model": model, "data": data, "loss": losses, "scale": scales, "skipped": int(np.sum(skipped)),
+    return {"mode": mode, "model": model, "data": data, "loss": losses, "scale": scales,
+            "skipped": int(np.sum(skipped)),
             "val_accuracy": acc, "seconds": seconds, "final_loss": float(np.mean(losses[-20:])),
             "norm_inputs": {k: {"max_abs_centred": v[0], "min_variance": v[1]} for k, v in norm_inputs.items()}}
 
@@ -163,7 +164,8 @@ def plot(runs, sweep, grads, out):
     ax2b.plot(sweep["scale"], sweep["sq_overflow"], "r:", label="float16 (x-mean)^2 = inf")
     ax2b.plot(sweep["scale"], sweep["sq_underflow"], "m:", label="float16 (x-mean)^2 flushed to 0")
     ax2b.set_ylabel("fraction of squares")
-    ax2.text(0.02, 0.35, "float16 squares overflow (> 65504)\nonce |x - mean| > 256; eps = 1e-5 is\nbelow float16's normal range",
+    ax2.text(0.02, 0.35,
+             "float16 squares overflow (> 65504)\nonce |x - mean| > 256; eps = 1e-5 is\nbelow float16's normal range",
              transform=ax2.transAxes, fontsize=7)
     ax2.set(xlabel="input scale (std of x)", ylabel="max rel. error vs float64",
             title="where float16 breaks a LayerNorm")
@@ -178,7 +180,8 @@ def plot(runs, sweep, grads, out):
         ax3.text(np.log10(v), ax3.get_ylim()[1] * 0.6, lab, rotation=90, fontsize=7, va="top")
     u, sc = grads["unscaled"], grads["scaled"]
     ax3.set(xlabel="log10 |loss gradient| (float32)", ylabel="entries",
-            title=f"loss gradient in float16: {u['dlogits_subnormal']:.0%} subnormal, {u['dlogits_flushed']:.1%} zero;\n"
+            title=f"loss gradient in float16: {u['dlogits_subnormal']:.0%} subnormal, "
+                  f"{u['dlogits_flushed']:.1%} zero;\n"
                   f"parameter gradients' error {u['grad_error']:.2g} unscaled, {sc['grad_error']:.2g} scaled")
     ax3.title.set_fontsize(9)
     ax3.legend(fontsize=7)
@@ -187,7 +190,8 @@ def plot(runs, sweep, grads, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m numpy_transformer.study.mixed_precision", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m numpy_transformer.study.mixed_precision",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="mixed-precision", help="directory for the figure and the JSON figures")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)

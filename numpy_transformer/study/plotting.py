@@ -238,7 +238,8 @@ def plot_training(entries, out, title=None, window=None):
     for ax in (ax_loss, ax_acc, ax_lr):
         ax.grid(alpha=0.3)
         for k, r in enumerate(resumes):
-            ax.axvline(r, color="0.4", linestyle=":", linewidth=1, label="resumed" if k == 0 and ax is not ax_lr else None)
+            ax.axvline(r, color="0.4", linestyle=":", linewidth=1,
+                       label="resumed" if k == 0 and ax is not ax_lr else None)
     ax_loss.legend(fontsize=8, loc="upper right")
     ax_acc.legend(fontsize=8, loc="lower right")
     if title:

@@ -2,8 +2,8 @@
 pre-tokenised input (``sacrebleu.corpus_bleu(hyps, [refs], tokenize="none")``): n-grams up to 4,
 clipped counts summed over the corpus, the brevity penalty on the corpus lengths, and sacrebleu's
 default ``exp`` smoothing (NIST's: the k-th order whose matches are 0 gets precision ``1 / (2^k *
-total)``). tests/models/test_seq2seq.py::test_bleu_equals_sacrebleu checks it against sacrebleu when that is installed (``pip install
-.[bleu]``)::
+total)``). tests/models/test_seq2seq.py::test_bleu_equals_sacrebleu checks it against sacrebleu when
+that is installed (``pip install .[bleu]``)::
 
     p_n  = sum_sentences sum_ngrams min(count_hyp, max_ref count_ref) / sum_sentences (#n-grams of hyp)
     BP   = 1 if c >= r else exp(1 - r / c)      c = total hypothesis length, r = total closest reference length

@@ -33,7 +33,8 @@ from ..utils.checks import check_positive_int
 from .data import Splits
 
 __all__ = ["LM_TASKS", "PAD", "EOS", "PLUS", "EQUALS", "DIGIT0", "IGNORE", "VOCAB_SIZE", "LMData",
-           "make_lm_task", "prompt_and_answer_lengths", "encode_prompt", "encode_answer", "decode_answer", "parse_expression"]
+           "make_lm_task", "prompt_and_answer_lengths", "encode_prompt", "encode_answer", "decode_answer",
+           "parse_expression"]
 
 PAD, EOS, PLUS, EQUALS, DIGIT0 = 0, 1, 2, 3, 4
 VOCAB_SIZE = DIGIT0 + 10

@@ -39,8 +39,8 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
     # float32 runs (min_len >= 2, FLOAT32_SIZES): B >= 2 batched. The deepest stacks with dropout 0.9 on
     # a single (3, 4) sequence keep one entry of a block's output, and the gradients behind it are
     # near-total cancellations whose float32 rounding is the result (ours and torch's alike).
-    cfg.update(B=c.integers(2 if min_len >= 2 else 1, 3), S=c.integers(min_len, 5), T=c.integers(max(min_len, 2), 5), H=h,
-               Dh=c.integers(-(-max(min_width, 3) // h), 4), bias=c.boolean(), batch_first=c.boolean())
+    cfg.update(B=c.integers(2 if min_len >= 2 else 1, 3), S=c.integers(min_len, 5), T=c.integers(max(min_len, 2), 5),
+               H=h, Dh=c.integers(-(-max(min_width, 3) // h), 4), bias=c.boolean(), batch_first=c.boolean())
     cfg["unbatched"] = c.choice((False, False, True)) if unbatched is None else unbatched
     if cfg["unbatched"]:
         cfg["B"] = 1
@@ -56,7 +56,8 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
     if kind == "TransformerDecoder":
         cfg.update(num_layers=_pick(c, (2, 3), num_layers), final_norm=_pick(c, (False, True), final_norm))
     elif kind == "Transformer":
-        cfg.update(num_encoder_layers=_pick(c, (1, 2), num_encoder_layers), num_decoder_layers=_pick(c, (1, 2), num_layers),
+        cfg.update(num_encoder_layers=_pick(c, (1, 2), num_encoder_layers),
+                   num_decoder_layers=_pick(c, (1, 2), num_layers),
                    src_mask=_pick(c, SELF_MASKS, src_mask), custom=c.choice(CUSTOM) if custom == "draw" else custom,
                    final_norm=_pick(c, (False, True), final_norm))
         if min_len >= 2 and cfg["dropout"] > 0.5 and cfg["norm_first"] and cfg["custom"] == "encoder":
@@ -135,7 +136,8 @@ def make_decoder_inputs(cfg, rng):
     b, s, t, d = cfg["B"], cfg["S"], cfg["T"], cfg["D"]
     other = {}
     if cfg["kind"] == "Transformer":
-        other["src_mask"], other["src_key_padding_mask"], other["src_is_causal"] = _masks(cfg, cfg["src_mask"], t, t, rng)
+        src_masks = _masks(cfg, cfg["src_mask"], t, t, rng)
+        other["src_mask"], other["src_key_padding_mask"], other["src_is_causal"] = src_masks
     other["tgt_mask"], other["tgt_key_padding_mask"], other["tgt_is_causal"] = _masks(cfg, cfg["tgt_mask"], s, s, rng)
     other["memory_mask"], other["memory_key_padding_mask"], other["memory_is_causal"] = _masks(
         cfg, cfg["memory_mask"], s, t, rng, memory=True)

@@ -174,8 +174,9 @@ def _draw_relative_position_bias(c, cfg, min_width, min_len, bidirectional=None)
     nb = c.integers(4 if bidirectional else 2, 12)
     half = nb // 2 if bidirectional else nb
     s = c.integers(min_len, 6)
-    cfg.update(H=c.integers(1, 4), num_buckets=nb, max_distance=c.integers(half // 2 + 1, 10), bidirectional=bidirectional,
-               S=s, T=c.choice((s, c.integers(min_len, 7))), offset=c.choice((None, 0, c.integers(-2, 5))))
+    cfg.update(H=c.integers(1, 4), num_buckets=nb, max_distance=c.integers(half // 2 + 1, 10),
+               bidirectional=bidirectional, S=s, T=c.choice((s, c.integers(min_len, 7))),
+               offset=c.choice((None, 0, c.integers(-2, 5))))
 
 
 def _build_gpt(cfg):
@@ -259,7 +260,8 @@ MODULES = {case.name: case for case in [
                                                     ("relu", True, "is_causal"), ("gelu", True, "padding"))),
                twin=True),
     ModuleCase("TransformerEncoder", _draw_encoder, _build_encoder,
-               examples=(("2 layers, final norm, causal", {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
+               examples=(("2 layers, final norm, causal",
+                          {"mask": "causal_bool", "final_norm": True, "num_layers": 2}),), twin=True),
     # the decoder kinds: testing/decoders.py
     ModuleCase("TransformerDecoderLayer", draw_decoder, build_decoder,
                examples=(("pre-LN, gelu, causal tgt, per-head memory mask",
@@ -323,8 +325,8 @@ MODULES = {case.name: case for case in [
                twin=True),
     # (s, t) in, (H, S, T) out: the gradient of relative_attention_bias.weight (buckets shared by many pairs)
     ModuleCase("RelativePositionBias", _draw_relative_position_bias,
-               lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"], cfg["bidirectional"],
-                                                   dtype=_dt(cfg), seed=cfg["seed"]),
+               lambda cfg: nn.RelativePositionBias(cfg["H"], cfg["num_buckets"], cfg["max_distance"],
+                                                   cfg["bidirectional"], dtype=_dt(cfg), seed=cfg["seed"]),
                examples=(("bidirectional", {"bidirectional": True}), ("causal", {"bidirectional": False}))),
 ]}
 

@@ -20,8 +20,8 @@ __all__ = ["Draw", "linear", "embedding", "layer_norm", "rms_norm", "softmax", "
 
 class Draw(NamedTuple):
     """One drawn case: ``inputs`` (float arrays are differentiated; ``nondiff`` ones are not),
-    ``static`` (constants: masks in the op's own convention (see :mod:`.masks`), axis, eps, ...), ``fd_exclude`` (elements finite
-    differences must skip, e.g. a frozen padding row)."""
+    ``static`` (constants: masks in the op's own convention (see :mod:`.masks`), axis, eps, ...),
+    ``fd_exclude`` (elements finite differences must skip, e.g. a frozen padding row)."""
     inputs: dict
     static: dict
     fd_exclude: Optional[dict] = None

@@ -12,8 +12,9 @@ renames, ``{"x": "input"}``, or a function of our keyword arguments returning to
 resolved on the torch side (``reference_torch.table.torch_op``, with importlib: this package never
 imports torch). A gated feed-forward (``gated=True``: ``down(act(gate(x)) * up(x))``) names the gate's
 activation, ``torch="torch.nn.functional.silu"``; the torch side composes it with torch's ``linear``,
-and the op's static options (GELU's ``approximate``) go to the activation. An irregular op (``torch=None``: torch has no such function, or it needs more than
-a mapping of its arguments) has an adapter of the same name in ``reference_torch.table.ADAPTERS``.
+and the op's static options (GELU's ``approximate``) go to the activation. An irregular op
+(``torch=None``: torch has no such function, or it needs more than a mapping of its arguments) has an
+adapter of the same name in ``reference_torch.table.ADAPTERS``.
 """
 
 from __future__ import annotations
@@ -152,7 +153,8 @@ OPS = {case.name: case for case in [
                      ("padding_idx=0, FD skips the frozen row",
                       {"padding_idx": 0, "max_norm": None, "scale_grad_by_freq": False}))),
     OpCase("layer_norm", *_pair("layer_norm_forward", "layer_norm_backward", ("x", "weight", "bias")),
-           draws.layer_norm, examples=(("", {"affine": "both", "dims": 1}), ("no affine", {"affine": "none", "dims": 1}),
+           draws.layer_norm, examples=(("", {"affine": "both", "dims": 1}),
+                                       ("no affine", {"affine": "none", "dims": 1}),
                                        ("2 dims", {"affine": "both", "dims": 2})),
            torch=_TF + "layer_norm", torch_args=_layer_norm_args),
     OpCase("rms_norm", *_pair("rms_norm_forward", "rms_norm_backward", ("x", "weight")), draws.rms_norm,

@@ -227,7 +227,8 @@ def load_checkpoint(path):
         raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it cannot be read as an .npz "
                               f"archive ({type(exc).__name__})") from exc
     if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: it holds a single array, not an .npz archive")
+        raise CheckpointError(f"{path} is not a numpy-transformer checkpoint: "
+                              "it holds a single array, not an .npz archive")
     try:
         with npz:
             return _read(path, npz, read_headers(path))

@@ -25,7 +25,8 @@ import tempfile
 import time
 import warnings
 
-__all__ = ["CheckpointError", "CheckpointWriteError", "atomic_write", "remove_stale_temps", "temp_prefix", "STALE_SECONDS"]
+__all__ = ["CheckpointError", "CheckpointWriteError", "atomic_write", "remove_stale_temps", "temp_prefix",
+           "STALE_SECONDS"]
 
 
 class CheckpointError(ValueError):

@@ -121,7 +121,8 @@ class Trainer:
                 if not math.isfinite(loss):                # diverged: no update from a nan/inf loss
                     raise TrainingDiverged(self.step, loss)
                 self.model.backward(self.criterion.backward().reshape(logits.shape))
-            grad_norm = float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip else float("nan")
+            grad_norm = (float(clip_grad_norm_(self.model.parameters(), self.config.clip)) if self.config.clip
+                         else float("nan"))
             if self.config.clip and not math.isfinite(grad_norm):     # clipping would spread it to every weight
                 raise TrainingDiverged(self.step, loss, f"the gradient norm of step {self.step} is {grad_norm}")
         except BaseException:

@@ -96,7 +96,8 @@ def alibi_get_slopes(n):
         return get_slopes_power_of_2(n)      # In the paper, we only train models that have 2^a heads for some a.
     else:                                    # This function has some good properties that only occur when the
         closest_power_of_2 = 2**math.floor(math.log2(n))     # input is a power of 2. To maintain that even
-        return get_slopes_power_of_2(closest_power_of_2) + alibi_get_slopes(2*closest_power_of_2)[0::2][:n-closest_power_of_2]
+        return (get_slopes_power_of_2(closest_power_of_2)    # when the number of heads is not a power of 2,
+                + alibi_get_slopes(2*closest_power_of_2)[0::2][:n-closest_power_of_2])  # we use this workaround.
 
 
 def alibi_bias(num_heads, s, t, dtype=torch.float64):

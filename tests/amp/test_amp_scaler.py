@@ -201,7 +201,6 @@ def test_scale_of_a_loss_follows_torchs_type_promotion_bit_for_bit(init_scale, f
     """A 0-d array and a NumPy scalar are torch's 0-dim tensors (float16 * the 0-dim float32 scale is
     float32: 3 * 2**16 = 196608, not float16's inf); an n-d array keeps its dtype; a Python number (torch's
     scale refuses one) is what torch makes of it, a float32 tensor (``torch.tensor(3.0)``)."""
-    torch_dtype = getattr(torch, np.dtype(dtype).name)
     for loss in LOSSES:
         with np.errstate(over="ignore"):
             value = dtype(loss)

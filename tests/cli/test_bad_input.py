@@ -38,7 +38,8 @@ def expect(exc_type, fn, *needles):
     """``fn()`` raises exactly ``exc_type`` (or a subclass) whose message contains every needle."""
     with pytest.raises(Exception) as info:
         fn()
-    assert isinstance(info.value, exc_type), f"expected {exc_type.__name__}, got {type(info.value).__name__}: {info.value}"
+    assert isinstance(info.value, exc_type), (
+        f"expected {exc_type.__name__}, got {type(info.value).__name__}: {info.value}")
     msg = message(info)
     for n in needles:
         assert str(n) in msg, f"{n!r} not in the message: {msg}"
@@ -98,7 +99,8 @@ ENTRIES = [
           lambda r: {"src": _randn(r, B, S, D)}, {"src": ((2, 3), D)},
           {"mask": [(S, S), (B * H, S, S)], "src_key_padding_mask": [(B, S)]}),
     # the decoder: tgt (B, S, D), memory (B, T, D); Transformer: src (B, T, D), tgt (B, S, D)
-    Entry("TransformerDecoderLayer", lambda: _dec_layer(), lambda r: {"tgt": _randn(r, B, S, D), "memory": _randn(r, B, T, D)},
+    Entry("TransformerDecoderLayer", lambda: _dec_layer(),
+          lambda r: {"tgt": _randn(r, B, S, D), "memory": _randn(r, B, T, D)},
           {"tgt": ((2, 3), D), "memory": (3, D)}, _DEC_MASKS),
     Entry("TransformerDecoder", lambda: nt.TransformerDecoder(_dec_layer(), 2, norm=nt.LayerNorm(D, dtype=DT), seed=7),
           lambda r: {"tgt": _randn(r, B, S, D), "memory": _randn(r, B, T, D)}, {"tgt": ((2, 3), D), "memory": (3, D)},
@@ -108,8 +110,8 @@ ENTRIES = [
           dict(_DEC_MASKS, src_mask=[(T, T), (B * H, T, T)], src_key_padding_mask=[(B, T)])),
 ]
 # the argument names as the modules' messages spell them
-SPELLED = {("Linear", "x"): "input", ("LayerNorm", "x"): "input", ("RMSNorm", "x"): "input", ("ReLU", "x"): "input", ("GELU", "x"): "input",
-           ("Dropout", "x"): "input"}
+SPELLED = {("Linear", "x"): "input", ("LayerNorm", "x"): "input", ("RMSNorm", "x"): "input", ("ReLU", "x"): "input",
+           ("GELU", "x"): "input", ("Dropout", "x"): "input"}
 entries = st.sampled_from(ENTRIES)
 
 
@@ -195,7 +197,8 @@ def test_masks_of_the_wrong_shape_or_dtype(entry, data, seed):
     allowed = entry.masks[arg]
     kwargs = entry.good(np.random.default_rng(seed))
     if data.draw(st.booleans()):
-        shape = data.draw(st.lists(st.integers(1, 7), min_size=1, max_size=4).map(tuple).filter(lambda s: s not in allowed))
+        shapes = st.lists(st.integers(1, 7), min_size=1, max_size=4).map(tuple).filter(lambda s: s not in allowed)
+        shape = data.draw(shapes)
         kwargs[arg] = np.zeros(shape, dtype=bool)
         expect(ValueError, _call(entry, module, kwargs), arg, " or ".join(str(a) for a in allowed), f"got {shape}")
     else:
@@ -368,8 +371,8 @@ def test_cross_entropy_targets_out_of_range(bad, seed):
 def test_cross_entropy_refusals():
     crit = nt.CrossEntropyLoss()
     expect(TypeError, lambda: crit(np.zeros((2, 3), int), np.zeros(2, int)), "input", "float32 or float64", "int64")
-    expect(ValueError, lambda: crit(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int)), "target must have shape (2, 4, 5)",
-           "input (2, 3, 4, 5)", "class axis at dim 1", "got (2, 3, 4)")
+    expect(ValueError, lambda: crit(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int)),
+           "target must have shape (2, 4, 5)", "input (2, 3, 4, 5)", "class axis at dim 1", "got (2, 3, 4)")
     expect(ValueError, lambda: crit(np.zeros((2, 5, 7)), np.zeros((2, 5), int)), "target must have shape (2, 7)",
            "input.reshape(-1, 7) with target.reshape(-1)")
     expect(ValueError, lambda: crit(np.zeros((2, 0)), np.zeros(2, int)), "at least one class", "(2, 0)")
@@ -390,7 +393,8 @@ def test_cross_entropy_refusals():
     # empty batches: NaN mean / 0 sum, as torch
     assert np.isnan(nt.CrossEntropyLoss()(np.zeros((0, 3)), np.zeros(0, int)))
     assert nt.CrossEntropyLoss(reduction="sum")(np.zeros((0, 3)), np.zeros(0, int)) == 0
-    for kwargs, needle in [(dict(reduction="avg"), "reduction must be one of"), (dict(label_smoothing=1.5), "label_smoothing"),
+    for kwargs, needle in [(dict(reduction="avg"), "reduction must be one of"),
+                           (dict(label_smoothing=1.5), "label_smoothing"),
                            (dict(label_smoothing="x"), "label_smoothing")]:
         expect(ValueError, lambda: nt.CrossEntropyLoss(**kwargs), needle)
     expect(TypeError, lambda: nt.CrossEntropyLoss(ignore_index=1.5), "ignore_index must be an int", "1.5")
@@ -413,7 +417,8 @@ STATEFUL = {
 
 
 @given(name=st.sampled_from(sorted(STATEFUL)), data=st.data(),
-       kind=st.sampled_from(["missing", "extra", "shape", "int", "bool", "object", "none", "string", "mapping", "path"]))
+       kind=st.sampled_from(["missing", "extra", "shape", "int", "bool", "object", "none", "string", "mapping",
+                             "path"]))
 def test_load_state_dict_refusals_leave_the_module_untouched(name, data, kind):
     module = STATEFUL[name]()
     before = {k: v.copy() for k, v in module.state_dict().items()}
@@ -553,7 +558,8 @@ def test_adam_betas(betas):
 
 
 def test_optimizer_misuse():
-    expect(TypeError, lambda: nt.optim.Adam(nt.Linear(2, 2)), "iterable of Parameters", "model.parameters()", "got Linear")
+    expect(TypeError, lambda: nt.optim.Adam(nt.Linear(2, 2)), "iterable of Parameters", "model.parameters()",
+           "got Linear")
     expect(TypeError, lambda: nt.optim.Adam(nt.Linear(2, 2).weight), "got a single Parameter")
     expect(TypeError, lambda: nt.optim.Adam([np.zeros(3)]), "nt.Parameter objects", "got ndarray")
     expect(ValueError, lambda: nt.optim.Adam([]), "empty parameter list")
@@ -580,12 +586,14 @@ def test_clip_grad_norm_arguments(max_norm):
 
 
 def test_clip_and_schedule_misuse():
-    expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type="fast"), "norm_type must be a number or 'inf'")
+    expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type="fast"),
+           "norm_type must be a number or 'inf'")
     expect(ValueError, lambda: nt.clip_grad_norm_(_params(), 1.0, norm_type=float("nan")), "norm_type must be", "nan")
     expect(TypeError, lambda: nt.clip_grad_norm_(nt.Linear(2, 2), 1.0), "iterable of Parameters", "Linear")
     expect(TypeError, lambda: nt.clip_grad_norm_([np.zeros(2)], 1.0), "nt.Parameter objects", "ndarray")
     for args, needle in [((0, 8, 10), "step counts from 1, got 0"), ((1.5, 8, 10), "step counts from 1, got 1.5"),
-                         ((1, 0, 10), "d_model must be a positive int, got 0"), ((1, 8, 0), "warmup must be an int >= 1"),
+                         ((1, 0, 10), "d_model must be a positive int, got 0"),
+                         ((1, 8, 0), "warmup must be an int >= 1"),
                          ((1, 8, 10, "x"), "factor must be a finite number")]:
         expect(ValueError, lambda: nt.optim.noam_lr(*args), needle)
     expect(ValueError, lambda: nt.optim.WarmupInverseSqrtSchedule(-4, 10), "d_model must be a positive int")
@@ -610,7 +618,8 @@ def test_data_refusals():
     expect(TypeError, lambda: ntdata.Batcher(src.astype(float), src, 2), "src must be an integer array", "float64")
     expect(ValueError, lambda: ntdata.Batcher(src, src, 11), "batch_size 11 exceeds the 10 training examples")
     expect(ValueError, lambda: ntdata.Batcher(src, src, 0), "batch_size must be a positive int", "0")
-    expect(KeyError, lambda: ntdata.Batcher(src, src, 2).load_state_dict({"pos": 0}), "missing ['rng', 'perm', 'epoch']")
+    expect(KeyError, lambda: ntdata.Batcher(src, src, 2).load_state_dict({"pos": 0}),
+           "missing ['rng', 'perm', 'epoch']")
 
 
 CONFIG_BAD = {
@@ -624,16 +633,19 @@ CONFIG_BAD = {
     "steps": st.one_of(st.integers(max_value=-1), st.floats(), st.text(max_size=2), st.none()),
     "seed": st.one_of(st.integers(max_value=-1), st.floats(), st.text(max_size=2), st.none()),
     "d_model": not_positive_ints, "batch_size": not_positive_ints, "warmup": not_positive_ints,
-    "task": st.text(max_size=5), "optimizer": st.text(max_size=5), "dtype": st.sampled_from(["float16", "int32", np.float32]),
+    "task": st.text(max_size=5), "optimizer": st.text(max_size=5),
+    "dtype": st.sampled_from(["float16", "int32", np.float32]),
     "activation": st.text(max_size=4), "schedule": st.text(max_size=4), "pos_encoding": st.text(max_size=4),
-    "betas": st.one_of(not_numbers, st.tuples(st.floats(1, 5), st.floats(0, 0.5)), st.lists(st.floats(0, .5), max_size=1)),
+    "betas": st.one_of(not_numbers, st.tuples(st.floats(1, 5), st.floats(0, 0.5)),
+                       st.lists(st.floats(0, .5), max_size=1)),
 }
 
 
 @given(data=st.data(), field=st.sampled_from(sorted(CONFIG_BAD)))
 def test_train_config_refuses_every_bad_field(data, field):
     value = data.draw(CONFIG_BAD[field])
-    expect(ValueError, lambda: TrainConfig(**{field: value}), field.split("_")[0] if field != "label_smoothing" else field)
+    needle = field.split("_")[0] if field != "label_smoothing" else field
+    expect(ValueError, lambda: TrainConfig(**{field: value}), needle)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -697,7 +709,8 @@ def test_cli_predict_and_evaluate_arguments(tmp_path, capsys):
         (["predict", str(path), "--tokens", "2 3"], "the model was trained on length 4; got 2 tokens"),
         (["predict", str(path), "--random", "-2"], "--random must be a positive number of examples, got -2"),
         (["evaluate", str(path), "--num", "0"], "--num must be positive, got 0"),
-        (["train", "--resume", str(path), "--d-model", "16"], "another configuration: d_model: checkpoint 8, requested 16"),
+        (["train", "--resume", str(path), "--d-model", "16"],
+         "another configuration: d_model: checkpoint 8, requested 16"),
     ]:
         assert main(argv) == 2, argv
         assert needle in capsys.readouterr().err, argv
@@ -760,7 +773,8 @@ def test_decoder_refusals_name_the_argument_and_what_was_expected():
                f"(D = d_model = {D})", f"got shape {(B, T, D + 1)}")
         expect(ValueError, lambda: run(memory=_randn(rng, B + 1, T, D)), f"memory must have tgt's batch size {B}")
         expect(ValueError, lambda: run(memory=_randn(rng, T, D)), "memory must have 3 dimensions")
-        expect(ValueError, lambda: run(tgt=_randn(rng, S, D)), "memory must have 2 dimensions", "like the unbatched tgt")
+        expect(ValueError, lambda: run(tgt=_randn(rng, S, D)), "memory must have 2 dimensions",
+               "like the unbatched tgt")
         expect(ValueError, lambda: run(memory_mask=np.zeros((S, S), bool)), "memory_mask",
                f"{(S, T)} or {(B * H, S, T)}", f"got {(S, S)}")
         expect(ValueError, lambda: run(tgt_mask=np.zeros((T, T), bool)), "tgt_mask", f"{(S, S)}")

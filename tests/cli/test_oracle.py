@@ -14,7 +14,8 @@ from numpy_transformer import oracle
 from numpy_transformer.cli import main
 
 ROOT = str(REPO_ROOT)
-HINT = ("needs PyTorch, the optional oracle: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
+HINT = ("needs PyTorch, the optional oracle: "
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu "
         "(the CPU build; or pip install -e '.[dev]')")
 SMALL_TRAIN = ["--task", "reverse", "--vocab-size", "10", "--seq-len", "6", "--num-train", "40", "--num-val", "10",
                "--d-model", "16", "--nhead", "2", "--layers", "1", "--dim-feedforward", "32", "--batch-size", "4",
@@ -137,6 +138,7 @@ def test_only_the_loader_names_reference_torch():
     # the one declared exception: the drill guard's list of packages a submission may not import names
     # the oracle's package as data (it refuses it, never imports it), on that one line of code
     guard = os.path.join("numpy_transformer", "drills", "engine", "guard.py")
-    forbidden_line = [i for i, line in enumerate(open(os.path.join(ROOT, guard)), 1) if line.startswith("FORBIDDEN = (")]
+    forbidden_line = [i for i, line in enumerate(open(os.path.join(ROOT, guard)), 1)
+                      if line.startswith("FORBIDDEN = (")]
     assert found.pop(guard, None) == forbidden_line, "the drill guard names reference_torch only in FORBIDDEN"
     assert set(found) == {os.path.join("numpy_transformer", "oracle.py")}, found

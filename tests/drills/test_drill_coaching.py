@@ -69,7 +69,8 @@ def test_inverted_mask_written_another_way_is_never_misnamed(tmp_path):
 
 def test_ln2_with_ln1_parameters_is_not_called_a_missing_scale(tmp_path):
     """Reported: LN2 using LN1's parameters in the encoder layer was diagnosed as "no 1/sqrt(Dh) scaling"."""
-    path = patched(tmp_path, "encoder_layer", [('_ln_forward(h, p["gamma2"], p["beta2"])', '_ln_forward(h, p["gamma1"], p["beta1"])'),
+    path = patched(tmp_path, "encoder_layer", [('_ln_forward(h, p["gamma2"], p["beta2"])',
+                                                '_ln_forward(h, p["gamma1"], p["beta1"])'),
                                                ('_ln_forward(h + f, p["gamma2"], p["beta2"])',
                                                 '_ln_forward(h + f, p["gamma1"], p["beta1"])')])
     rc, out = check_inprocess(path, cases=16)
@@ -296,5 +297,5 @@ def test_start_without_hints(tmp_path):
 def test_list_shows_difficulty_and_topic():
     text = drills.list_text()
     for ex in drills.EXERCISES.values():
-        line = next(l for l in text.splitlines() if l.startswith(f"  {ex.name} "))
+        line = next(row for row in text.splitlines() if row.startswith(f"  {ex.name} "))
         assert ex.difficulty in line and drills.topic_of(ex) in line and drills.topic_of(ex) != "-", line

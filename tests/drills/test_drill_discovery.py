@@ -134,7 +134,8 @@ def test_a_patched_solution_fails_drill_check(tmp_path):
 
 
 @pytest.mark.parametrize("path", ["numpy_transformer/drills/exercises/__init__.py", "reference_torch/drill_oracle.py",
-                                  "numpy_transformer/drills/engine/judge.py", "numpy_transformer/drills/engine/grader.py"])
+                                  "numpy_transformer/drills/engine/judge.py",
+                                  "numpy_transformer/drills/engine/grader.py"])
 def test_no_hand_kept_list_of_exercises(path):
     """The registry and the torch oracle name no exercise (the oracle's irregular adapters aside)."""
     with open(os.path.join(ROOT, path), encoding="utf-8") as fh:

@@ -190,7 +190,8 @@ CHEAT_GC = """
 import gc
 def _find():
     for o in gc.get_objects():
-        if isinstance(o, dict) and str(o.get('__name__','')).startswith('numpy_transformer.') and 'softmax_forward' in o and 'softmax_backward' in o:
+        if (isinstance(o, dict) and str(o.get('__name__','')).startswith('numpy_transformer.')
+                and 'softmax_forward' in o and 'softmax_backward' in o):
             return o
 _g = _find()
 def softmax_forward(x): return _g['softmax_forward'](x)
@@ -369,7 +370,8 @@ def test_sigterm_and_sighup_end_the_check_and_remove_its_temporary_directory(sig
     scratch.mkdir()
     marker = tmp_path / "running"
     path = tmp_path / "softmax.py"
-    path.write_text(f"import os, time\ndef softmax_forward(x):\n    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+    path.write_text("import os, time\ndef softmax_forward(x):\n"
+                    f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
                     "    time.sleep(60)\n")
     env = dict(os.environ, PYTHONPATH=ROOT, TMPDIR=str(scratch), NT_DRILL_DATA=str(tmp_path / "data"))
     proc = subprocess.Popen([sys.executable, "-m", "numpy_transformer.cli.drill", "check", str(path), "-q",

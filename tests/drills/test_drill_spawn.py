@@ -113,8 +113,8 @@ def test_every_exercise_driver_is_plain_source_and_data(tmp_path):
 
 def test_import_numpy_transformer_is_lazy_and_every_public_name_resolves():
     code = ("import sys, numpy_transformer as nt\n"
-            "heavy = [m for m in ('numpy_transformer.nn', 'numpy_transformer.functional', 'numpy_transformer.models.gpt') "
-            "if m in sys.modules]\n"
+            "heavy = [m for m in ('numpy_transformer.nn', 'numpy_transformer.functional', "
+            "'numpy_transformer.models.gpt') if m in sys.modules]\n"
             "assert not heavy, heavy\n"
             "from numpy_transformer import *\n"
             "assert all(getattr(nt, n) is not None for n in nt.__all__)\n")

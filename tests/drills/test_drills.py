@@ -25,6 +25,8 @@ import time
 import numpy as np
 import pytest
 from _paths import REPO_ROOT
+from hypothesis import given
+from hypothesis import strategies as st
 
 import numpy_transformer.drills as drills
 from numpy_transformer import cli
@@ -253,7 +255,8 @@ def test_forward_without_cache(tmp_path):
 def test_wrong_backward_arity(tmp_path):
     src = solution_source("layer_norm").replace("return dx, dgamma, dbeta", "return dx, dgamma")
     rc, out = check(write(tmp_path, src, "layer_norm.py"))
-    assert_reported(rc, out, 1, "layer_norm_backward must return 3 values (dx, dgamma, dbeta); it returned a tuple of 2")
+    assert_reported(rc, out, 1,
+                    "layer_norm_backward must return 3 values (dx, dgamma, dbeta); it returned a tuple of 2")
     assert re.search(r"y +layer_norm_forward +12/12 +PASS", out), out
 
 
@@ -375,7 +378,7 @@ def test_list(capsys):
     assert cli_drill.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in REQUIRED:
-        line = next(l for l in out.splitlines() if l.strip().startswith(name + " "))
+        line = next(row for row in out.splitlines() if row.strip().startswith(name + " "))
         assert re.search(r"\b(easy|medium|hard)\b", line) and "min" in line, line
 
 
@@ -598,7 +601,8 @@ def test_grading_works_without_torch(tmp_path):
 
 
 def test_runtime_never_imports_torch():
-    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, numpy_transformer.drills.engine.worker\n"
+    code = ("import sys, numpy_transformer.drills, numpy_transformer.cli.drill, "
+            "numpy_transformer.drills.engine.worker\n"
             "import numpy_transformer.drills.engine.judge\n"
             "import numpy_transformer.drills.exercises\n"
             "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')], 'torch imported'\n")
@@ -619,10 +623,6 @@ def _solution_module(name, _cache={}):
         spec.loader.exec_module(mod)
         _cache[name] = mod
     return _cache[name]
-
-
-from hypothesis import given  # noqa: E402  (test dependency only)
-from hypothesis import strategies as st
 
 
 @given(name=st.sampled_from(NAMES), seed=st.integers(0, 2**31 - 1), index=st.integers(0, 10_000))

@@ -179,8 +179,8 @@ def test_layer_norm_constant_rows_stay_finite(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@given(n=st.integers(1, 5), d=st.integers(3, 16), log_scale=st.integers(-3, 4), log_eps=st.sampled_from([-12, -20, -30]),
-       seed=seeds)
+@given(n=st.integers(1, 5), d=st.integers(3, 16), log_scale=st.integers(-3, 4),
+       log_eps=st.sampled_from([-12, -20, -30]), seed=seeds)
 def test_layer_norm_tiny_eps_matches_torch(dtype, n, d, log_scale, log_eps, seed):
     rng = np.random.default_rng(seed)
     x = ((rng.standard_normal((n, d)) + rng.standard_normal((n, 1))) * 10.0 ** log_scale).astype(dtype)

@@ -226,7 +226,8 @@ def test_model_bad_input_names_the_argument():
         m(src + 9, tgt)
     with pytest.raises(ValueError, match="eos_token_id must be an id in \\[0, 11\\), got 11"):
         m.greedy_decode(src, 3, 2, 11)
-    with pytest.raises(ValueError, match=r"max_len must be <= the model's max_len=10 \(the longest decoder input\), got 11"):
+    with pytest.raises(ValueError,
+                       match=r"max_len must be <= the model's max_len=10 \(the longest decoder input\), got 11"):
         m.greedy_decode(src, 11, 2, 1)
     with pytest.raises(ValueError, match="d_model must be divisible by nhead"):
         Seq2SeqModel(5, 5, d_model=6, nhead=4)

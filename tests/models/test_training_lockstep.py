@@ -68,7 +68,8 @@ def test_numpy_and_torch_train_in_lockstep(name):
     twin = to_torch(model)
     opt_name, kw = cfg["opt"]
     ours = nt.optim.make_optimizer(opt_name, model.parameters(), **kw)
-    ref = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[opt_name](twin.parameters(), **kw)
+    torch_opt = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}[opt_name]
+    ref = torch_opt(twin.parameters(), **kw)
     crit = nt.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
     clip = 0.5                                                                    # small enough to bite
     schedule = nt.optim.WarmupInverseSqrtSchedule(D, warmup=10, factor=0.2) if cfg["schedule"] else None
@@ -147,7 +148,8 @@ def test_replay_path_equals_torch_modules(norm_first, pos, act):
         with torch.no_grad():
             torch_modules = twin(src, src_key_padding_mask=pad, is_causal=causal)
             replay = twin(src, src_key_padding_mask=pad, is_causal=causal, dropout_masks={})
-        assert_close({"numpy vs torch modules": (ours, torch_modules), "replay vs torch modules": (replay, torch_modules)})
+        assert_close({"numpy vs torch modules": (ours, torch_modules),
+                      "replay vs torch modules": (replay, torch_modules)})
 
 
 def test_from_torch_round_trip():

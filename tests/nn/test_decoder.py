@@ -50,7 +50,8 @@ def test_signatures_and_defaults_are_torchs(name, method):
         assert ours["activation"].default == "relu" and theirs["activation"].default is torch.nn.functional.relu
     # not in torch: seed; the decoders' incremental decoding (Hugging Face's names), after torch's arguments
     extra = {"seed"} | ({"past_key_values", "use_cache"} if method == "forward" and name != "Transformer" else set())
-    extra |= {"checkpoint"} if (method, name) == ("__init__", "TransformerDecoder") else set()  # activation checkpointing
+    # TransformerDecoder(checkpoint=...): activation checkpointing
+    extra |= {"checkpoint"} if (method, name) == ("__init__", "TransformerDecoder") else set()
     assert set(ours) - set(theirs) <= extra
     if method == "forward" and name != "Transformer":
         assert list(ours)[-2:] == ["past_key_values", "use_cache"]

@@ -217,7 +217,8 @@ def test_float16_inputs_are_refused(call):
 
 
 def test_float16_elsewhere_is_refused(tmp_path):
-    with pytest.raises(TypeError, match=r"input must be float32 or float64 logits, got dtype float16 \(float16 is not supported"):
+    with pytest.raises(TypeError,
+                       match=r"input must be float32 or float64 logits, got dtype float16 \(float16 is not supported"):
         nt.CrossEntropyLoss()(np.zeros((2, 3), H), np.zeros(2, int))
     with pytest.raises(TypeError, match=r"key_padding_mask must be a bool array .* got dtype float16"):
         x = np.ones((2, 3, 4), np.float32)

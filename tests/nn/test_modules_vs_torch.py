@@ -3,8 +3,9 @@
 * ``torch.nn``: for nt.Linear, nt.Embedding, nt.LayerNorm, nt.MultiheadAttention,
   nt.TransformerEncoderLayer and nt.TransformerEncoder, hypothesis draws the configuration (B, S, T,
   H, Dh, F, activation, norm_first, batch_first, unbatched, bias, eps, kdim/vdim, add_bias_kv,
-  add_zero_attn, masks, need_weights, average_attn_weights, layers, final norm); the torch module (dropout 0, random weights *and*
-  biases) is copied into ours with ``load_state_dict({k: v.detach().numpy()})``; output, attention
+  add_zero_attn, masks, need_weights, average_attn_weights, layers, final norm); the torch module
+  (dropout 0, random weights *and* biases) is copied into ours with
+  ``load_state_dict({k: v.detach().numpy()})``; output, attention
   weights, every input gradient and every named parameter gradient are compared, under a random
   upstream gradient. The drawing and running code is :mod:`reference_torch.check`'s, so the checker
   and these tests exercise the same comparisons.
@@ -93,7 +94,8 @@ def test_mha_add_bias_kv_add_zero_attn_unbatched_vs_torch_nn(dtype, extras, unba
     """add_bias_kv / add_zero_attn (bias_k, bias_v and their gradients; masks padded as torch pads them)
     and unbatched (S, D) inputs, every mask kind, with and without the attention weights."""
     for need_weights in (False, True):
-        cfg = check.draw_config("MultiheadAttention", check.RandomChooser(np.random.default_rng(len(mask) + 3 * unbatched)),
+        chooser = check.RandomChooser(np.random.default_rng(len(mask) + 3 * unbatched))
+        cfg = check.draw_config("MultiheadAttention", chooser,
                                 dtype=dtype, mode="self", mask=mask, unbatched=unbatched, add_bias_kv=extras[0],
                                 add_zero_attn=extras[1], **(check.FLOAT32_SIZES if dtype == "float32" else {}))
         cfg.update(need_weights=need_weights)
@@ -148,7 +150,8 @@ def test_is_causal_hint_against_torch(kind):
         mask_kw = "attn_mask"
     else:
         layer = nt.TransformerEncoderLayer(d, h, 8, dropout=0.0, dtype=np.float64, seed=1)
-        ours = layer if kind == "TransformerEncoderLayer" else nt.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        ours = (layer if kind == "TransformerEncoderLayer"
+                else nt.TransformerEncoder(layer, 2, enable_nested_tensor=False))
         tm = table.torch_module(ours)
         run_t, run_o = (lambda **kw: tm(xt, **kw)), (lambda **kw: ours(x, **kw))
         mask_kw = "src_mask" if kind == "TransformerEncoderLayer" else "mask"

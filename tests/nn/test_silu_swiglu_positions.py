@@ -204,7 +204,8 @@ def test_swiglu_initialisation_and_keys_as_torch_linear():
     assert m.gate_proj.weight.dtype == np.float32
     sd = m.state_dict()
     assert list(sd) == ["gate_proj.weight", "up_proj.weight", "down_proj.weight"]
-    assert sd["gate_proj.weight"].shape == sd["up_proj.weight"].shape == (f, d) and sd["down_proj.weight"].shape == (d, f)
+    assert (sd["gate_proj.weight"].shape == sd["up_proj.weight"].shape == (f, d)
+            and sd["down_proj.weight"].shape == (d, f))
     for name, fan_in in (("gate_proj.weight", d), ("up_proj.weight", d), ("down_proj.weight", f)):
         w = sd[name]
         bound = 1 / math.sqrt(fan_in)                                        # torch.nn.Linear: U(-1/sqrt(in), ..)

@@ -113,9 +113,12 @@ def test_recursive_formulas_match_the_closed_forms():
         assert s.get_last_lr()[0] == pytest.approx(0.1 * (0.25 + 0.5 * min(epoch, 40) / 40), rel=1e-12)
 
 
-@pytest.mark.parametrize("spec", [("StepLR", dict(step_size=3, gamma=0.5)), ("MultiStepLR", dict(milestones=[2, 5, 5])),
-                                  ("LinearLR", dict(start_factor=0.2, total_iters=6)), ("ExponentialLR", dict(gamma=0.9)),
-                                  ("CosineAnnealingLR", dict(T_max=4)), ("ConstantLR", dict(factor=0.5, total_iters=3))])
+@pytest.mark.parametrize("spec", [("StepLR", dict(step_size=3, gamma=0.5)),
+                                  ("MultiStepLR", dict(milestones=[2, 5, 5])),
+                                  ("LinearLR", dict(start_factor=0.2, total_iters=6)),
+                                  ("ExponentialLR", dict(gamma=0.9)),
+                                  ("CosineAnnealingLR", dict(T_max=4)),
+                                  ("ConstantLR", dict(factor=0.5, total_iters=3))])
 def test_deprecated_step_with_epoch_uses_the_closed_form_as_torch(spec):
     ours, ref = optimizers([0.1, 0.02])
     a, b = build(ours_sched, ours, spec), build(torch.optim.lr_scheduler, ref, spec)
@@ -131,7 +134,8 @@ def _torch_state_for_ours(state):
     return {k: ([_torch_state_for_ours(s) for s in v] if k == "_schedulers" else v) for k, v in state.items()}
 
 
-@given(spec=scheduler_specs(), split=st.integers(1, 150), lrs=st.lists(st.sampled_from([0.1, 3e-4]), min_size=1, max_size=2))
+@given(spec=scheduler_specs(), split=st.integers(1, 150),
+       lrs=st.lists(st.sampled_from([0.1, 3e-4]), min_size=1, max_size=2))
 def test_state_dict_from_torch_continues_like_torch(spec, split, lrs):
     """Run torch ``split`` steps, load its optimizer and scheduler state into fresh ones of ours, continue."""
     if spec[0] == "LambdaLR":
@@ -212,7 +216,8 @@ def test_scheduler_misuse():
                          (lambda: ours_sched.CosineAnnealingLR(ours, T_max=0), "T_max must be an int >= 1"),
                          (lambda: ours_sched.LinearLR(ours, start_factor=0), "Starting multiplicative factor"),
                          (lambda: ours_sched.LinearLR(ours, end_factor=2), "Ending multiplicative factor"),
-                         (lambda: ours_sched.MultiStepLR(ours, milestones=[1, -2]), "each milestone must be an int >= 0"),
+                         (lambda: ours_sched.MultiStepLR(ours, milestones=[1, -2]),
+                          "each milestone must be an int >= 0"),
                          (lambda: ours_sched.LambdaLR(ours, [lambda e: 1.0] * 2), "Expected 1 lr_lambdas, but got 2"),
                          (lambda: ours_sched.StepLR(ours, 2, last_epoch=-3), "last_epoch must be an int >= -1")]:
         with pytest.raises(ValueError, match=needle):

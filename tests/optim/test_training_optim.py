@@ -207,9 +207,11 @@ def test_amsgrad_state_must_be_complete():
     plain.step()
     with pytest.raises(ValueError, match=r"lacks \['max_exp_avg_sq'\] \(amsgrad=True needs"):
         nt.optim.Adam([p], amsgrad=True).load_state_dict(
-            {"state": plain.state_dict()["state"], "param_groups": [dict(plain.state_dict()["param_groups"][0], amsgrad=True)]})
+            {"state": plain.state_dict()["state"],
+             "param_groups": [dict(plain.state_dict()["param_groups"][0], amsgrad=True)]})
     with pytest.raises(ValueError, match=r"holds \['momentum_buffer'\], which Adam does not keep"):
-        plain.load_state_dict({"state": {0: {"momentum_buffer": np.ones(3)}}, "param_groups": plain.state_dict()["param_groups"]})
+        plain.load_state_dict({"state": {0: {"momentum_buffer": np.ones(3)}},
+                               "param_groups": plain.state_dict()["param_groups"]})
 
 
 def test_parameters_without_grad_are_skipped_and_zero_grad():

@@ -41,7 +41,8 @@ def test_results_go_to_the_path_given_or_an_untracked_default(bench):
         ignored = tracked = 128
     if ignored == 128:            # not a git checkout: the .gitignore line that keeps it out is still checked
         lines = open(os.path.join(ROOT, ".gitignore"), encoding="utf-8").read().split()
-        assert any(rel.replace(os.sep, "/").startswith(line.rstrip("/")) for line in lines if line.startswith("benchmarks/")), rel
+        assert any(rel.replace(os.sep, "/").startswith(line.rstrip("/"))
+                   for line in lines if line.startswith("benchmarks/")), rel
     else:
         assert ignored == 0 and tracked != 0, rel
 
@@ -96,5 +97,6 @@ def test_profile_by_op_shares_add_up():
                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
     shares = [float(m) for m in re.findall(r"^ *([0-9.]+)% ", out, re.M)]
     names = re.findall(r"^ *[0-9.]+% +[0-9.]+  (\w+)", out, re.M)
-    assert {"linear_forward", "linear_backward", "scaled_dot_product_attention_backward", "layer_norm_forward"} <= set(names), out
+    assert {"linear_forward", "linear_backward", "scaled_dot_product_attention_backward",
+            "layer_norm_forward"} <= set(names), out
     assert abs(sum(shares) - 100) < 1.0, out

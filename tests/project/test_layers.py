@@ -252,7 +252,8 @@ def test_the_layer_checks_catch_a_back_import():
     is found."""
     assert level_of(f"{PKG}.nn.module")[0] < level_of(f"{PKG}.study.trace")[0]
     assert level_of(f"{PKG}.models.gpt")[0] < level_of(f"{PKG}.training.trainer")[0]
-    assert level_of(f"{PKG}.study.trace")[0] < level_of(f"{PKG}.training.trainer")[0] < level_of(f"{PKG}.study.plotting")[0]
+    assert (level_of(f"{PKG}.study.trace")[0] < level_of(f"{PKG}.training.trainer")[0]
+            < level_of(f"{PKG}.study.plotting")[0])
     assert level_of(f"{PKG}.study.gradchecking.pair")[0] == level_of(f"{PKG}.drills.engine.grader")[0]      # siblings
     assert _cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [frozenset("abc")]
 

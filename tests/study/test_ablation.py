@@ -110,7 +110,8 @@ def test_cli_table_json_and_picture(tmp_path, capsys):
 
 def test_cli_refusals_are_one_line(capsys):
     for argv, msg in ((["ablate", "--variants", "nope"], "--variants: unknown variant(s) nope"),
-                      (["ablate", "--variants", "baseline", "--model", "gpt", "--task", "shift"], "task must be one of")):
+                      (["ablate", "--variants", "baseline", "--model", "gpt", "--task", "shift"],
+                       "task must be one of")):
         ns = build_parser().parse_args(argv)
         assert ns.func(ns) == 2
         err = capsys.readouterr().err.strip()

@@ -177,7 +177,8 @@ def mha_setup(draw):
     kpm = draw(st.one_of(st.none(), _bool_mask((b, t))), label="key_padding_mask")
     is_causal = draw(st.booleans(), label="is_causal")
     if is_causal and attn_mask is not None:          # the hint must be right: then the mask is the causal one
-        attn_mask = F.causal_mask(s, t) if attn_mask.ndim == 2 else np.broadcast_to(F.causal_mask(s, t), attn_mask.shape)
+        attn_mask = (F.causal_mask(s, t) if attn_mask.ndim == 2
+                     else np.broadcast_to(F.causal_mask(s, t), attn_mask.shape))
     extras = draw(st.sampled_from([(False, False), (True, False), (False, True), (True, True)]),
                   label="add_bias_kv, add_zero_attn")
     if any(extras) and is_causal:                    # appended keys refuse the hint: the causal mask itself
@@ -337,7 +338,8 @@ def test_detects_softmax_backward_without_the_row_sum_term():
 
 def test_detects_linear_backward_with_a_transposed_weight():
     rng = np.random.default_rng(1)
-    inputs = {"x": rng.standard_normal((2, 3, 4)), "weight": rng.standard_normal((4, 4)), "bias": rng.standard_normal(4)}
+    inputs = {"x": rng.standard_normal((2, 3, 4)), "weight": rng.standard_normal((4, 4)),
+              "bias": rng.standard_normal(4)}
 
     def transposed_dx(dout, cache):                        # dx = dout @ W^T instead of dout @ W
         dx, dw, db = F.linear_backward(dout, cache)
@@ -506,7 +508,7 @@ def test_numerical_gradient_restores_the_array_and_handles_aliasing_outputs():
 def test_docstring_examples_run():
     failures = tried = 0
     for name in ["", ".pair", ".module", ".numeric", ".result", ".hygiene"]:
-        mod = importlib.import_module("numpy_transformer.study.gradchecking" + name)      # the package, not the function
+        mod = importlib.import_module("numpy_transformer.study.gradchecking" + name)  # the package, not the function
         f, t = doctest.testmod(mod, verbose=False, report=False)
         failures, tried = failures + f, tried + t
     assert tried >= 12 and failures == 0
@@ -533,7 +535,7 @@ def _rows_by_case(out):
     """The report's rows grouped under their case's name line: {case: [row, ...]}."""
     groups, case = {}, None
     lines = out.splitlines()
-    body = lines[lines.index(next(l for l in lines if l.startswith("---"))) + 1:]
+    body = lines[lines.index(next(row for row in lines if row.startswith("---"))) + 1:]
     name = ""                                        # a long tensor name stands on its own line
     for line in body:
         if line.startswith("---"):

@@ -199,7 +199,8 @@ def test_ctrl_c_without_save_still_writes_a_checkpoint(tmp_path, monkeypatch, ca
             "--d-model", "8", "--nhead", "2", "--layers", "1", "--dim-feedforward", "8", "--batch-size", "4", "--quiet"]
     assert main(argv) == 130
     err = capsys.readouterr().err
-    assert "interrupted at step 1; checkpoint saved to copy-interrupted.npz (continue with --resume copy-interrupted.npz)" in err
+    assert ("interrupted at step 1; checkpoint saved to copy-interrupted.npz "
+            "(continue with --resume copy-interrupted.npz)") in err
     assert Trainer.resume(tmp_path / "copy-interrupted.npz").step == 1
 
 
@@ -370,7 +371,8 @@ def test_damaged_and_foreign_files_are_refused_with_a_reason(tmp_path):
         load_checkpoint(tmp_path)
     cfg = dict(arrays, model_config=np.array('{"vocab_size": 12, "d_model": 8, "nhead": 3}'))
     np.savez(tmp_path / "cfg.npz", **cfg)
-    with pytest.raises(CheckpointError, match=r"model_config .* does not fit TransformerModel: d_model must be divisible"):
+    with pytest.raises(CheckpointError,
+                       match=r"model_config .* does not fit TransformerModel: d_model must be divisible"):
         load_checkpoint(tmp_path / "cfg.npz").build_model()
 
 

@@ -71,7 +71,8 @@ def test_a_signal_during_the_final_evaluation_or_save_leaves_the_final_checkpoin
     status, err = _signal_when_paused(proc, phase, signum)
     by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     assert status == 128 + signum, err
-    assert err.endswith(f"interrupted{by} at step 6; checkpoint saved to run.npz (continue with --resume run.npz)\n"), err
+    assert err.endswith(f"interrupted{by} at step 6; checkpoint saved to run.npz "
+                        "(continue with --resume run.npz)\n"), err
     _assert_checkpoint_is_run(tmp_path / "run.npz", 6)
     assert [e["kind"] for e in read_log(tmp_path / "run.log.jsonl")][-1] == "interrupted"
     assert main(["train", "--resume", str(tmp_path / "run.npz"), "--quiet"]) == 0          # and it resumes

@@ -152,7 +152,7 @@ def check_file(path, exercise=None, seed=0, cases=DEFAULT_CASES, timeout=None, c
 
 
 def _check(out, path, opts):
-    exercise, cases, seed = opts.exercise, opts.cases, opts.seed
+    exercise, cases = opts.exercise, opts.cases
     if not os.path.exists(path):
         out(f"FAIL  {path}: no such file (create one with `python -m numpy_transformer drill start NAME`)")
         return 2

@@ -20,7 +20,8 @@ Before importing the user's file it seals itself (:func:`.guard.seal`): ``numpy_
 
 The conversation:
 
-* the parent sends (as soon as the child is started: it waits in the pipe while NumPy loads) ``{"op": "setup", "file": path, "functions": [...], "call_timeout": s, "driver":
+* the parent sends (as soon as the child is started: it waits in the pipe while NumPy loads)
+  ``{"op": "setup", "file": path, "functions": [...], "call_timeout": s, "driver":
   source, "driver_name": name, "constants": {...}}``; the child imports the file and answers ``{"ok":
   True, "callable": [...]}`` (the exercise's functions the file defines) or ``{"ok": False, "kind": ...,
   "message": ...}`` when the file cannot be imported;

@@ -43,7 +43,8 @@ def _draw_gqa(rng, i):
     v = rng.standard_normal((b, hkv, t, dv))
     dout = rng.standard_normal((b, hkv * g, s, dv))
     tags = ["multi-query (Hkv = 1)"] if hkv == 1 and g > 1 else []
-    desc = describe(f"q {shape_text(q)}", f"k {shape_text(k)}", f"v {shape_text(v)}", f"G={g}", "causal" if cfg["causal"] else "")
+    desc = describe(f"q {shape_text(q)}", f"k {shape_text(k)}", f"v {shape_text(v)}", f"G={g}",
+                    "causal" if cfg["causal"] else "")
     return Case({"q": q, "k": k, "v": v, "causal": cfg["causal"], "dout": dout}, desc, tags,
                 {"sqrt(Dh)": math.sqrt(dh), "G": g})
 

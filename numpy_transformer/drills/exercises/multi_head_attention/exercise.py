@@ -44,7 +44,8 @@ def _draw_mha(rng, i):
     blocked = blocked | F.causal_mask(s) if cfg["causal"] else blocked
     tags = ["a fully-masked row (expect zeros there)"] if np.any(np.all(blocked, axis=-1)) else []
     dout = rng.standard_normal((b, s, d))
-    desc = describe(f"x {shape_text(x)}", f"H={h} (Dh={dh})", f"mask {shape_text(mask)}" if mask is not None else "no mask",
+    desc = describe(f"x {shape_text(x)}", f"H={h} (Dh={dh})",
+                    f"mask {shape_text(mask)}" if mask is not None else "no mask",
                  "causal" if cfg["causal"] else "")
     return Case({"x": x, "Wq": Wq, "Wk": Wk, "Wv": Wv, "Wo": Wo, "num_heads": h, "mask": mask,
                  "causal": cfg["causal"], "dout": dout}, desc, tags,

@@ -40,5 +40,6 @@ EXERCISE = Exercise(
     functions=("positional_encoding",),
     outputs=(("pe", "positional_encoding"),),
     library=(),
-    draw=_draw_positional, run=_run_positional, reference=_ref_positional, n_edge=5, reference_name="numpy_transformer.nn.sinusoidal_table (verified)",
+    draw=_draw_positional, run=_run_positional, reference=_ref_positional, n_edge=5,
+    reference_name="numpy_transformer.nn.sinusoidal_table (verified)",
 )

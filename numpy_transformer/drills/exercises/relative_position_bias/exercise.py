@@ -45,7 +45,8 @@ def _draw_relative_position_bias(rng, i):
     tags = ["decode step (S = 1)"] if s == 1 and t > 1 else []
     return Case({"rel": rel, "W": W, "S": s, "T": t, "bidirectional": bidirectional, "max_distance": md,
                  "dbias": dbias},
-                describe(f"W {shape_text(W)}", f"S={s}", f"T={t}", f"bidirectional={bidirectional}", f"max_distance={md}"),
+                describe(f"W {shape_text(W)}", f"S={s}", f"T={t}", f"bidirectional={bidirectional}",
+                         f"max_distance={md}"),
                 tags + ["repeated buckets"])
 
 

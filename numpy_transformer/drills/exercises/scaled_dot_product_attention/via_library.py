@@ -1,5 +1,5 @@
-"""The scaled_dot_product_attention drill answered by the library itself, through the skeleton's signatures: a test grades
-it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
+"""The scaled_dot_product_attention drill answered by the library itself, through the skeleton's signatures:
+a test grades it (it must pass), and `drill check` refuses it (a drill is NumPy alone)."""
 from numpy_transformer import functional as F
 
 
