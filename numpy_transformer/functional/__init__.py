@@ -12,7 +12,7 @@ its inputs: float32 stays float32, float64 stays float64.
 
 One file per topic; the names in each file's ``__all__`` (the pairs and their caches) are re-exported here,
 found, not listed (``numpy_transformer.functional.layer_norm_forward``; a new ``functional/<topic>.py`` needs
-no edit here; ``_*.py`` are private):
+no edit here; ``_*.py`` are private; ``dtypes.py``'s ``as_scalar`` is the package's own helper):
 
 ================================  ==============================================================
 ``linear.py``                     ``linear_forward/backward``
@@ -20,7 +20,8 @@ no edit here; ``_*.py`` are private):
 ``norms.py``                      ``layer_norm_forward/backward``, ``rms_norm_forward/backward``
 ``activations.py``                ``relu_*``, ``gelu_*`` (kernels in :mod:`numpy_transformer.kernels`),
                                   ``silu_*``, ``sigmoid``
-``feedforward.py``                ``swiglu_forward/backward`` (the gated feed-forward)
+``feedforward.py``                ``gated_forward/backward`` (the gated feed-forwards) and each
+                                  variant's pair on top (``swiglu_*``, ``geglu_*`` ...)
 ``softmax.py``                    ``softmax_forward/backward``
 ``loss.py``                       ``cross_entropy_forward/backward`` (torch's layout: class axis at dim 1)
 ``dropout.py``                    ``dropout_forward/backward``

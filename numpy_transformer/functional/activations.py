@@ -12,7 +12,7 @@ import numpy as np
 
 from ..kernels.gelu import gelu_exact_chunk, gelu_exact_grad_chunk, gelu_tanh_chunk, gelu_tanh_grad_chunk
 from ..kernels.parallel import map_chunks
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 
 __all__ = ["ReluCache", "relu_forward", "relu_backward", "GeluCache", "gelu_forward", "gelu_backward",
            "SiluCache", "sigmoid", "silu_forward", "silu_backward"]

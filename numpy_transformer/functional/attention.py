@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels.parallel import map_rows
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 from .dropout import DropoutCache, dropout_forward
 from .masks import additive_mask, causal_mask
 from .softmax import softmax_forward

@@ -6,7 +6,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 
 __all__ = ["DropoutCache", "dropout_forward", "dropout_backward"]
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from .linear import LinearCache, linear_backward, linear_forward
 from .masks import merge_masks

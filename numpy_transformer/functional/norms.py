@@ -8,7 +8,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 
 __all__ = ["LayerNormCache", "layer_norm_forward", "layer_norm_backward", "RMSNormCache", "rms_norm_forward",
            "rms_norm_backward"]

@@ -8,7 +8,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ._dtypes import as_scalar
+from .dtypes import as_scalar
 from .attention import check_heads, check_sdpa_mask, check_sdpa_options, into, sum_to
 from .masks import additive_mask
 

@@ -30,7 +30,8 @@ reached by their own name, and ``_*.py`` are private):
 * ``layers.py`` — :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`TokenEmbedding`,
   :class:`PositionalEncoding`, :func:`sinusoidal_table`, :class:`LearnedPositionalEmbedding`.
 * ``activations.py`` — :class:`ReLU`, :class:`GELU`, :class:`SiLU`, :func:`activation_module`.
-* ``feedforward.py`` — :class:`SwiGLU` (the gated feed-forward).
+* ``feedforward.py`` — :class:`GatedFeedForward` and its variants, each a subclass (:class:`SwiGLU`,
+  :class:`GeGLU` ...): the block's gated ``ffn=`` choices (``block.GATED_FFNS`` finds them).
 * ``norms.py`` — :class:`LayerNorm`, :class:`RMSNorm`.
 * ``attention.py`` — :class:`MultiheadAttention`.
 * ``rotary.py`` — :class:`RotaryEmbedding` (rotary position embeddings, no parameters).

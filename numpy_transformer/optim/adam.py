@@ -16,7 +16,7 @@ from functools import partial
 
 import numpy as np
 
-from ..functional._dtypes import as_scalar
+from ..functional.dtypes import as_scalar
 from ..kernels.parallel import map_chunks
 from ..utils.checks import check_number
 from .optimizer import Optimizer

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..functional._dtypes import as_scalar
+from ..functional.dtypes import as_scalar
 from ..utils.checks import check_number
 from .optimizer import Optimizer
 

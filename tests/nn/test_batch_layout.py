@@ -148,5 +148,5 @@ def test_no_backward_unpacks_its_cache_into_more_than_five_names(path, source):
 
 def test_the_scalar_cast_is_written_once():
     copies = [path for path, source in _sources("functional", "nn", "optim", "amp", "models")
-              if ").type(" in source and "np.dtype(" in source and not path.endswith("functional/_dtypes.py")]
-    assert not copies, f"{copies} cast numbers to a dtype's scalar by hand; use functional._dtypes.as_scalar"
+              if ").type(" in source and "np.dtype(" in source and not path.endswith("functional/dtypes.py")]
+    assert not copies, f"{copies} cast numbers to a dtype's scalar by hand; use functional.dtypes.as_scalar"
