@@ -10,8 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels.parallel import map_rows
-from .dtypes import as_scalar
 from .dropout import DropoutCache, dropout_forward
+from .dtypes import as_scalar
 from .masks import additive_mask, causal_mask
 from .softmax import softmax_forward
 

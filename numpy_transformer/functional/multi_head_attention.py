@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .dtypes import as_scalar
 from .attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
+from .dtypes import as_scalar
 from .linear import LinearCache, linear_backward, linear_forward
 from .masks import merge_masks
 from .tiled_attention import FlashAttentionCache, flash_attention_backward, flash_attention_forward

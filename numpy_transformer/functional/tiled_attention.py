@@ -8,8 +8,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .dtypes import as_scalar
 from .attention import check_heads, check_sdpa_mask, check_sdpa_options, into, sum_to
+from .dtypes import as_scalar
 from .masks import additive_mask
 
 __all__ = ["FlashAttentionCache", "flash_attention_forward", "flash_attention_backward"]
