@@ -46,7 +46,7 @@ def rank(ex, fails, case_events):
     cands = [((mid,), keys) for mid, keys in single.items()]
     for (a, b), keys in pair.items():
         cands.append(((a, b), keys | single.get(a, set()) | single.get(b, set())))
-    order = {m.id: i for i, m in enumerate(ex.mistakes)}
+    order = {m.id: i for i, m in enumerate(ex.known)}
     out = [(ids, keys, len(keys) / len(items), max(contra[i] for i in ids)) for ids, keys in cands]
     out.sort(key=lambda c: (c[3] > 0, -len(c[1]), len(c[0]), [order.get(i, 99) for i in c[0]]))
     return out
@@ -58,7 +58,9 @@ def explanation(ex, fails, case_events):
     if not ranked:
         return None, []
     best = ranked[0]
-    same = [c for c in ranked[1:] if len(c[0]) == 1 and c[1] == best[1]]
+    listed = {m.id for m in ex.mistakes}
+    same = [c for c in ranked[1:] if len(c[0]) == 1 and c[1] == best[1]
+            and not (c[0][0] not in listed and set(best[0]) <= listed)]   # a family's twin of a listed one
     return best, same
 
 

@@ -130,7 +130,7 @@ def _reference_outputs(ex, inputs):
 def _variant_outputs(ex, inputs):
     """``{mistake id: [outputs of each of its patches]}``; a variant that fails on a case gives no outputs."""
     out = {}
-    for m in ex.mistakes:
+    for m in ex.known:
         results = []
         for cfg in m.configs:
             rec = _run(ex, ex.variant(cfg), inputs)
@@ -159,7 +159,7 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
     if not todo:
         return
     t0 = time.perf_counter()
-    ms = ex.mistakes
+    ms = ex.mistakes                 # the listed ones (the families' pairs would cost too much)
     for i in range(len(ms)):
         for j in range(i + 1, len(ms)):
             for c1 in ms[i].configs:
@@ -211,7 +211,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             if variants is None:
                 variants = _variant_outputs(ex, inputs)
             matched = []
-            for m in ex.mistakes:
+            for m in ex.known:
                 for vout in variants[m.id]:
                     if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
                             and diagnose.matches(got, vout[name]):
@@ -226,7 +226,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
     if variants is not None:
         # a mistake is contradicted on this case when every one of its configurations would make wrong an
         # output that the user got right (so the user cannot be making exactly that mistake)
-        for m in ex.mistakes:
+        for m in ex.known:
             def contradicts(vout):
                 return any(results[n]["ok"] and n in vout and not diagnose.compare(vout[n], ref[n], tol)["ok"]
                            for n, _ in ex.outputs)

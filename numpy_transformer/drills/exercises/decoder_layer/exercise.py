@@ -15,6 +15,8 @@ from ...engine.definition import MISSING, Case, Exercise, describe, shape_text
 
 
 #: its place in `drill list`
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads', 'norms', 'residual')
 ORDER = 250
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'decoder_layer'}

@@ -13,6 +13,8 @@ from ...engine.definition import MISSING, Case, Exercise, describe, shape_text
 
 
 #: its place in `drill list`
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads', 'norms', 'residual')
 ORDER = 240
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'encoder_layer'}

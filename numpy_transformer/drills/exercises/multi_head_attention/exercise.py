@@ -12,6 +12,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 
 #: its place in `drill list`
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads')
 ORDER = 210
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'multi_head_attention'}

@@ -11,6 +11,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 
 #: its place in `drill list`
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('activations',)
 ORDER = 50
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'silu', 'inputs': {'x': 'x'}, 'upstream': 'dy', 'outputs': {'y': 'out', 'dx': 'x'}}
