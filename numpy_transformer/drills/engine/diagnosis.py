@@ -140,7 +140,7 @@ def fallback_line(fails):
                 strong.append(f"{name}: {first[key]} (on {c}/{len(comp)} failing cases)")
     line = "  * no known mistake explains this failure"
     if strong:
-        line += "; " + "; ".join(strong[:2])
+        line += "; what the error reads: " + "; ".join(strong[:2])
     return line
 
 

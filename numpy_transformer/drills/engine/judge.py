@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...oracle import OracleUnavailable, load as load_oracle
-from . import diagnose
+from . import diagnose, readings
 from .harness import run_impl
 from .probe import case_features, dump_case, grad_check, smallest_failing
 from ..exercises import draw_case
@@ -218,7 +218,8 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
                         matched.append(m.id)
                         break
             res["variants"] = matched
-            res["hints"] = diagnose.hints(got, ref[name], case.factors)
+            res["hints"] = readings.read(ex, case, name, got, ref[name], variants,
+                                         lambda inp: _reference_outputs(ex, inp))
         results[name] = res
     if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)

@@ -1,0 +1,161 @@
+"""Generic readings of a wrong array: what the error *is*, computed from the numbers, in the judge.
+
+A known mistake is recognised by running its patch; a reading needs no list. Each reading is a
+claim about the candidate's array ``got`` that the numbers verify to :data:`VERIFY` (relative to the
+array's size) before it is made:
+
+* **scaled by a constant**: ``got == c * expected``; ``c`` is named when it is a factor the case
+  has (``1/sqrt(Dh)``, ``1/(1-p)``, an axis length ``N`` or ``1/N``, ``2``, ``-1``) and what such a
+  factor usually comes from is said (a mean where a sum belongs, a forgotten scale ...);
+* **transposed**, **flipped in sign** (``c = -1``);
+* **dout replaced by the forward's input**: ``got`` is what the right formula gives with the upstream
+  gradient replaced by an input of the same shape (the reference is run on those inputs);
+* **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
+  removes (the reference's term, from that mistake's variant): ``got = expected + c * term``; with
+  ``c = -1`` the term is missing, otherwise it is scaled wrongly (``1 + c`` times);
+* the observations of :func:`.diagnose.hints` (a reshape, extra axes, NaN, float32 ...).
+
+:func:`read` returns ``(key, message)`` pairs; ``key`` is the same on every case with the same reading,
+so the report can say on how many failing cases it holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import diagnose
+
+#: a reading is claimed only when it reproduces the array to this relative error (float64 noise is
+#: ~1e-15; a wrong formula is off by far more)
+VERIFY = 1e-9
+
+#: where a constant factor usually comes from, by its name
+ORIGINS = {
+    "-1": "a sign flipped (a gradient added where it is subtracted, or a - b written b - a)",
+    "2": "a factor 2 (the derivative of a square, or one term counted twice)",
+    "1/2": "half (a factor 2 missing, or a term counted once where it appears twice)",
+}
+
+
+def _rel(a, b):
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    return float(np.max(np.abs(a - b), initial=0.0)) / (scale or 1.0)
+
+
+def _origin(name):
+    """Where a factor named ``name`` by the case (``Case.factors``) usually comes from."""
+    if "Dh" in name or name == "sqrt(D)":
+        return "the attention scale 1/sqrt(Dh): forgotten, applied twice, or taken with the wrong width"
+    if "p" in name:
+        return "the inverted-dropout scale 1/(1-p): forgotten, applied twice, or inverted"
+    if name.startswith("d"):
+        return f"the upstream gradient {name}: forgotten or applied twice"
+    return (f"a sum where a mean over {name} items belongs, or the reverse (a gradient of a mean is "
+            f"divided by {name})")
+
+
+def _factor_names(case):
+    """``[(value, name, key, origin)]``: the constants this case makes plausible."""
+    out = [(-1.0, "-1", "-1", ORIGINS["-1"]), (2.0, "2", "2", ORIGINS["2"]), (0.5, "1/2", "1/2", ORIGINS["1/2"])]
+    for name, v in (case.factors or {}).items():
+        v = float(v)
+        if v in (0.0, 1.0, -1.0):
+            continue
+        why = _origin(name)
+        inv = f"1/{name}" if name.isidentifier() else f"1/({name})"
+        out += [(v, f"{name} (= {v:.6g})", name, why), (1.0 / v, f"{inv} (= {1.0 / v:.6g})", inv, why)]
+    seen = set()
+    for k, a in case.inputs.items():
+        for axis, n in enumerate(np.shape(a) if isinstance(a, np.ndarray) else ()):
+            if n > 1 and n not in seen:
+                seen.add(n)
+                where = f"axis {axis} of {k}"
+                out.append((float(n), f"N={n} (the length of {where})", f"N:{where}",
+                            "a sum where a mean belongs (or a mean's gradient not divided by N)"))
+                out.append((1.0 / n, f"1/N, N={n} (the length of {where})", f"1/N:{where}",
+                            "a mean where a sum belongs (or a sum's gradient divided by N)"))
+    return out
+
+
+def scaled(got, ref, case):
+    """``got == c * ref`` for a constant ``c != 1``: the reading, or None."""
+    if got.shape != ref.shape or ref.size < 3 or not np.any(ref):
+        return None
+    c = float(np.sum(got * ref) / np.sum(ref * ref))
+    if abs(c - 1.0) < 1e-9 or _rel(got, c * ref) > VERIFY:
+        return None
+    for v, name, key, origin in _factor_names(case):
+        if abs(c - v) <= 1e-9 * max(1.0, abs(v)):
+            named = "" if name == f"{c:.6g}" else f" = {name}"
+            return "scaled:" + key, (f"off by a constant factor {c:.6g}{named} (verified to {VERIFY:.0e}): "
+                                     f"{origin}")
+    return "scaled:other", f"off by a constant factor {c:.6g} (verified to {VERIFY:.0e})"
+
+
+def upstream_replaced(ex, case, name, got, reference):
+    """``got`` equals the reference's ``name`` with an upstream gradient (``d*`` input) replaced by a
+    forward input of the same shape: the reading, or None. ``reference(inputs)`` runs the reference."""
+    arrays = {k: v for k, v in case.inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+    for up, g in arrays.items():
+        if not up.startswith("d"):
+            continue
+        for k, x in arrays.items():
+            if k == up or k.startswith("d") or x.shape != g.shape:
+                continue
+            swapped = dict(case.inputs, **{up: x})
+            try:
+                with np.errstate(all="ignore"):
+                    alt = reference(swapped).get(name)
+            except Exception:  # noqa: BLE001 - a reading is optional
+                continue
+            if alt is not None and np.shape(alt) == got.shape and _rel(got, np.asarray(alt)) <= VERIFY:
+                return (f"upstream:{up}->{k}",
+                        f"what the right formula gives with {up} replaced by {k} (the forward's input; "
+                        f"verified to {VERIFY:.0e}): the backward uses {k} where the upstream gradient "
+                        f"{up} belongs")
+    return None
+
+
+def term_off(ex, name, got, ref, variants):
+    """The error ``got - ref`` lies along the term some known mistake removes: the reading, or None."""
+    err = got - ref
+    if not np.any(err):
+        return None
+    for m in ex.known:
+        for vout in variants.get(m.id, ()):
+            v = vout.get(name)
+            if v is None or np.shape(v) != got.shape:
+                continue
+            term = np.asarray(v, dtype=np.float64) - ref
+            tt = float(np.sum(term * term))
+            if not np.all(np.isfinite(term)) or tt == 0.0:
+                continue
+            c = float(np.sum(err * term) / tt)
+            if abs(c) < 1e-9 or _rel(err, c * term) > 1e-7:
+                continue
+            if abs(c - 1.0) < 1e-7:
+                continue                      # the mistake itself (named by the matching)
+            kept = "its sign flipped" if abs(c - 2.0) < 1e-7 else f"{1.0 - c:.4g} times it instead of once"
+            return (f"term:{m.id}",
+                    f"the error is exactly {c:.4g} times the change that '{m.title}' makes (verified to "
+                    f"1e-7): one additive term is off, the one that mistake removes; yours has {kept}")
+    return None
+
+
+def read(ex, case, name, got, ref, variants, reference):
+    """Every verified reading of the wrong array ``got`` (output ``name``), strongest first."""
+    arr, problem = diagnose.as_array(got)
+    out = []
+    if arr is not None and arr.dtype.kind in "fiu":
+        a = arr.astype(np.float64)
+        r = np.asarray(ref, dtype=np.float64)
+        if a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
+            for reading in (scaled(a, r, case), upstream_replaced(ex, case, name, a, reference),
+                            term_off(ex, name, a, r, variants)):
+                if reading is not None:
+                    out.append(reading)
+                    break
+    known = {k for k, _ in out}
+    out += [h for h in diagnose.hints(got, ref, case.factors)
+            if not (out and h[0].startswith("factor:")) and h[0] not in known]
+    return out
