@@ -74,6 +74,9 @@ class Exercise:
     families: Tuple[Mistake, ...] = ()
     #: the ops it contains (the folder's ``OPS``)
     ops: Tuple[str, ...] = ()
+    #: its sub-blocks, for localising a failure (the folder's ``LOCALISE``; see :mod:`.localise`):
+    #: ``{"switch_off": ((sub-block, input edits), ...), "backward": ((sub-block, gradients), ...)}``
+    localise: Optional[dict] = None
     exception_hints: Tuple[Tuple[str, str], ...] = ()
     n_edge: int = 0
     reference_name: str = "numpy_transformer.functional (verified)"

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...oracle import OracleUnavailable, load as load_oracle
-from . import diagnose, readings
+from . import diagnose, localise, readings
 from .harness import run_impl
 from .probe import case_features, dump_case, grad_check, smallest_failing
 from ..exercises import draw_case
@@ -270,6 +270,14 @@ def _probe_failures(ex, module, path, args, failing, disabled, ev):
     if args.dump:
         event["dump"] = dump_case(args.dump, ex.name, index, case.inputs, ref, rec.outputs)
     ev.emit(event="smallest", **event)
+    if rec.failure is None:
+        def candidate(inputs):
+            r = _run(ex, module, inputs, args.call_timeout, path, disabled)
+            return None if r.failure is not None else r.outputs
+        where = localise.localise(ex, case.inputs, rec.outputs, ref, candidate,
+                                  lambda inputs: _reference_outputs(ex, inputs), args.tol)
+        if where:
+            ev.emit(event="localise", index=index, **where)
     backward_fns = {fn for _, fn in ex.outputs[1:] if fn != ex.outputs[0][1]}
 
     def run(ns, inputs, forward_only):

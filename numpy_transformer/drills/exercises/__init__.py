@@ -63,7 +63,8 @@ def discover(search_path=None) -> Dict[str, Exercise]:
             with open(os.path.join(path, "solution.py"), encoding="utf-8") as fh:
                 families = for_exercise(ops, fh.read(), mistakes)
             found.append(replace(ex, mistakes=tuple(mistakes), families=families, ops=ops, folder=path,
-                                 order=module.ORDER, oracle=getattr(module, "ORACLE", None)))
+                                 order=module.ORDER, oracle=getattr(module, "ORACLE", None),
+                                 localise=getattr(module, "LOCALISE", None)))
     found.sort(key=lambda e: e.order)
     orders = [e.order for e in found]
     if len(set(orders)) != len(orders):
