@@ -127,16 +127,33 @@ def _reference_outputs(ex, inputs):
     return rec.outputs
 
 
-def _variant_outputs(ex, inputs):
-    """``{mistake id: [outputs of each of its patches]}``; a variant that fails on a case gives no outputs."""
+def _variant_outputs(ex, inputs, mistakes):
+    """``{mistake id: [outputs of each of its patches]}`` for ``mistakes``; a variant that fails on a case
+    gives no outputs."""
     out = {}
-    for m in ex.known:
+    for m in mistakes:
         results = []
         for cfg in m.configs:
             rec = _run(ex, ex.variant(cfg), inputs)
             results.append(rec.outputs)
         out[m.id] = results
     return out
+
+
+def _match(mistakes, variants, wrong, results, outputs, ref, tol):
+    """Record in each wrong output's ``variants`` the ``mistakes`` whose variant reproduces it; whether any
+    did."""
+    found = False
+    for name in wrong:
+        matched = results[name].setdefault("variants", [])
+        for m in mistakes:
+            for vout in variants[m.id]:
+                if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
+                        and diagnose.matches(outputs[name], vout[name]):
+                    matched.append(m.id)
+                    break
+        found = found or bool(matched)
+    return found
 
 
 def _exception_hint(ex, message):
@@ -179,10 +196,14 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, budget):
     budget["seconds"] -= time.perf_counter() - t0
 
 
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None):
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None,
+               families=False):
     """Grade one case: the reference (``ref``: already computed, else computed here), the candidate's
     outputs (``user``: already received from the child, else run here), the comparisons, the known mistakes
-    and the oracle. Returns the case event's fields."""
+    and the oracle. Returns the case event's fields. The op families' mistakes are tried when ``families``
+    is true or no listed mistake reproduces a wrong array of the case (``families_skipped`` says when
+    they were not: :func:`grade_all` comes back to those cases when the listed ones leave arrays
+    unexplained elsewhere)."""
     inputs = case.inputs
     ref = ref if ref is not None else _reference_outputs(ex, inputs)
     t0 = time.perf_counter()
@@ -195,7 +216,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         if failure["kind"] == "timeout":
             disabled[failure["function"]] = f"skipped: {failure['function']} timed out on an earlier case"
     results = {}
-    variants = None
+    variants, skipped = None, False
     for name, fname in ex.outputs:
         if name not in rec.outputs:
             why = failure["message"] if failure else f"{fname} did not return it"
@@ -206,28 +227,29 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             results[name] = {"ok": False, "problem": "type",
                              "message": f"missing: the grads dict has no key {name[6:-1]!r}"}
             continue
-        res = diagnose.compare(got, ref[name], tol)
-        if not res["ok"]:
-            if variants is None:
-                variants = _variant_outputs(ex, inputs)
-            matched = []
-            for m in ex.known:
-                for vout in variants[m.id]:
-                    if name in vout and not diagnose.compare(vout[name], ref[name], tol)["ok"] \
-                            and diagnose.matches(got, vout[name]):
-                        matched.append(m.id)
-                        break
-            res["variants"] = matched
-            res["hints"] = readings.read(ex, case, name, got, ref[name], variants,
-                                         lambda inp: _reference_outputs(ex, inp))
-        results[name] = res
+        results[name] = diagnose.compare(got, ref[name], tol)
+    wrong = [n for n, r in results.items() if not r["ok"] and r.get("problem") != "not_computed" and n in rec.outputs
+             and rec.outputs[n] is not MISSING]
+    if wrong:
+        # the listed mistakes first; the op families' only when no listed one reproduces any wrong array here
+        variants = _variant_outputs(ex, inputs, ex.mistakes)
+        if not _match(ex.mistakes, variants, wrong, results, rec.outputs, ref, tol) or families:
+            variants.update(_variant_outputs(ex, inputs, ex.families))
+            _match(ex.families, variants, wrong, results, rec.outputs, ref, tol)
+        else:
+            skipped = bool(ex.families)
+        swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
+        for name in wrong:
+            if not results[name]["variants"]:          # a matched mistake needs no reading
+                results[name]["hints"] = readings.read(ex, case, name, rec.outputs[name], ref[name], variants,
+                                                       swapped_reference)
     if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []
     if variants is not None:
         # a mistake is contradicted on this case when every one of its configurations would make wrong an
         # output that the user got right (so the user cannot be making exactly that mistake)
-        for m in ex.known:
+        for m in (m for m in ex.known if m.id in variants):
             def contradicts(vout):
                 return any(results[n]["ok"] and n in vout and not diagnose.compare(vout[n], ref[n], tol)["ok"]
                            for n, _ in ex.outputs)
@@ -246,7 +268,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             oracle_res = {"rel": worst, "agree": agree}
         except Exception as exc:  # noqa: BLE001
             oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
+    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds, "families_skipped": skipped,
             "oracle": oracle_res, "contradicted": contradicted, "mutations": rec.mutations}
 
 
@@ -312,6 +334,27 @@ def _small_arrays(d, limit=36):
     return out
 
 
+def _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev):
+    """When the listed mistakes leave wrong arrays unexplained, try the op families on the cases where
+    they were skipped (a listed mistake matched there), so every case counts for them."""
+    graded = [(pos, e) for pos, e in enumerate(ev) if e.get("event") == "case"]
+    listed = {m.id for m in ex.mistakes}
+    if all(listed & set(r.get("variants") or ()) for _, e in graded for r in e["results"].values()
+           if not r["ok"] and r.get("problem") != "not_computed"):
+        return
+    for pos, e in graded:
+        if not e.get("families_skipped"):
+            continue
+        i = e["index"]
+        res = grade_case(ex, module, cases[i], path, args.call_timeout, disabled, args.tol, None,
+                         user=users[i], ref=refs[i], families=True)
+        for name, r in res["results"].items():
+            if e["results"].get(name, {}).get("pairs"):
+                r["pairs"] = e["results"][name]["pairs"]
+        res["oracle"] = e.get("oracle")
+        ev[pos] = _jsonable(dict(e, **res))
+
+
 def grade_all(ex, path, args, child, ev):
     """Grade the user's file ``path`` (exercise ``ex``) through the grading ``child``; record into ``ev``.
 
@@ -350,6 +393,7 @@ def grade_all(ex, path, args, child, ev):
         pair_budget = {"seconds": 8.0}
         failing = []
         answers = module.run_all([c.inputs for c in cases], disabled)
+        users = []
         for i, case in enumerate(cases):
             ev.emit(event="start", index=i)
             user = next(answers)
@@ -365,6 +409,8 @@ def grade_all(ex, path, args, child, ev):
                 failing.append((i, case))
             ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge,
                     features=case_features(case), **res)
+            users.append(user)
+        _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev)
         if failing:
             try:
                 _probe_failures(ex, module, path, args, failing, disabled, ev)

@@ -83,8 +83,7 @@ def localise(ex, inputs, got, ref, run, reference, tol):
         for block, names in order:
             bad = [n for n in names if n in wrong]
             if bad:
-                if right:
-                    first = {"block": block, "wrong": bad, "right_before": right[-3:]}
+                first = {"block": block, "wrong": bad, "right_before": right[-3:]}
                 break
             right.append(block)
     if not fixed and not first and not still:
@@ -112,5 +111,7 @@ def lines(ev):
     first = ev.get("backward_first")
     if first:
         out.append(f"  * the forward is right; the backward first goes wrong at {first['block']} "
-                   f"({', '.join(first['wrong'])} wrong; right before it: {', '.join(first['right_before'])})")
+                   f"({', '.join(first['wrong'])} wrong; "
+                   + (f"right before it: {', '.join(first['right_before'])})" if first["right_before"] else
+                      "the first sub-block the backward visits)"))
     return out

@@ -37,6 +37,19 @@ ORIGINS = {
 }
 
 
+def memo(reference):
+    """``reference`` (inputs -> outputs) remembering its answers for the same input objects (one case's
+    readings ask for the same swapped inputs once per wrong array)."""
+    answers = {}
+
+    def call(inputs):
+        key = tuple((k, id(v)) for k, v in inputs.items())
+        if key not in answers:
+            answers[key] = reference(inputs)
+        return answers[key]
+    return call
+
+
 def _rel(a, b):
     scale = float(np.max(np.abs(b))) if b.size else 0.0
     return float(np.max(np.abs(a - b), initial=0.0)) / (scale or 1.0)
