@@ -242,7 +242,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         for name in wrong:
             if not results[name]["variants"]:          # a matched mistake needs no reading
                 results[name]["hints"] = readings.read(ex, case, name, rec.outputs[name], ref[name], variants,
-                                                       swapped_reference)
+                                                       swapped_reference, ref)
     if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []

@@ -8,6 +8,10 @@ array's size) before it is made:
   has (``1/sqrt(Dh)``, ``1/(1-p)``, an axis length ``N`` or ``1/N``, ``2``, ``-1``) and what such a
   factor usually comes from is said (a mean where a sum belongs, a forgotten scale ...);
 * **transposed**, **flipped in sign** (``c = -1``);
+* **an option ignored**: ``got`` is what the reference gives with one of the case's options switched
+  off or flipped (``causal`` flipped, the mask dropped, ``p`` or ``label_smoothing`` set to 0);
+* **two results swapped**: ``got`` is the expected value of another returned array (``dq`` holding
+  ``dk``: a product rule's factors, or the return order);
 * **dout replaced by the forward's input**: ``got`` is what the right formula gives with the upstream
   gradient replaced by an input of the same shape (the reference is run on those inputs);
 * **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
@@ -129,6 +133,50 @@ def upstream_replaced(ex, case, name, got, reference):
     return None
 
 
+def _toggled(case):
+    """``[(description, inputs)]``: the case with one option switched off or flipped (a bool flipped, an
+    optional mask dropped, a float option such as ``p`` or ``label_smoothing`` set to 0)."""
+    out = []
+    for k, v in case.inputs.items():
+        if isinstance(v, (bool, np.bool_)):
+            out.append((f"{k}={not v}", dict(case.inputs, **{k: not v})))
+        elif isinstance(v, np.ndarray) and v.dtype == bool and "mask" in k:
+            out.append((f"{k}=None (no {k})", dict(case.inputs, **{k: None})))
+        elif isinstance(v, float) and v != 0.0 and not k.startswith("d"):
+            out.append((f"{k}=0", dict(case.inputs, **{k: 0.0})))
+    return out
+
+
+def option_ignored(case, name, got, reference):
+    """``got`` is what the reference gives with one of the case's options switched off or flipped: the
+    reading, or None."""
+    for what, changed in _toggled(case):
+        try:
+            with np.errstate(all="ignore"):
+                alt = reference(changed).get(name)
+        except Exception:  # noqa: BLE001 - a reading is optional
+            continue
+        if alt is None or np.shape(alt) != got.shape or not np.all(np.isfinite(alt)):
+            continue
+        if _rel(got, np.asarray(alt, dtype=np.float64)) <= VERIFY:
+            key = what.split("=")[0]
+            return (f"option:{key}", f"what the right formula gives with {what} (verified to {VERIFY:.0e}): "
+                                     f"{key} is ignored or read the other way round")
+    return None
+
+
+def swapped_outputs(name, got, refs):
+    """``got`` is the expected value of another returned array: the reading, or None."""
+    for other, r in refs.items():
+        r = np.asarray(r, dtype=np.float64) if r is not None else None
+        if other == name or r is None or r.shape != got.shape or not np.any(r):
+            continue
+        if _rel(got, r) <= VERIFY:
+            return (f"swapped:{other}", f"holds what {other} should be (verified to {VERIFY:.0e}): two "
+                                        "results swapped (the two factors of a product rule, or the return order)")
+    return None
+
+
 def term_off(ex, name, got, ref, variants):
     """The error ``got - ref`` lies along the term some known mistake removes: the reading, or None."""
     err = got - ref
@@ -155,16 +203,20 @@ def term_off(ex, name, got, ref, variants):
     return None
 
 
-def read(ex, case, name, got, ref, variants, reference):
-    """Every verified reading of the wrong array ``got`` (output ``name``), strongest first."""
+def read(ex, case, name, got, ref, variants, reference, refs=None):
+    """Every verified reading of the wrong array ``got`` (output ``name``), strongest first. ``refs``:
+    every expected array of the case (for two results swapped)."""
     arr, problem = diagnose.as_array(got)
     out = []
     if arr is not None and arr.dtype.kind in "fiu":
         a = arr.astype(np.float64)
         r = np.asarray(ref, dtype=np.float64)
         if a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
-            for reading in (scaled(a, r, case), upstream_replaced(ex, case, name, a, reference),
-                            term_off(ex, name, a, r, variants)):
+            for reading in (lambda: scaled(a, r, case), lambda: swapped_outputs(name, a, refs or {}),
+                            lambda: option_ignored(case, name, a, reference),
+                            lambda: upstream_replaced(ex, case, name, a, reference),
+                            lambda: term_off(ex, name, a, r, variants)):
+                reading = reading()
                 if reading is not None:
                     out.append(reading)
                     break
