@@ -183,7 +183,8 @@ def test_decoder_mistakes_never_named_before(patches, mistake, tmp_path):
 def test_generic_reading_of_an_unlisted_mistake(name, patches, needles, tmp_path):
     rc, out = check_patched(tmp_path, name, patches)
     assert rc == 1 and named(out) is None, out
-    assert "no known mistake explains this failure; what the error reads:" in out, out
+    assert "* no listed mistake, but the error reads (verified on your arrays):" in out, out
+    assert "no known mistake explains" not in out, out
     for needle in needles:
         assert needle in out, (needle, out)
 

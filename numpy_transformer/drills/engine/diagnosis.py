@@ -125,9 +125,17 @@ def known_mistake_lines(ex, fails, case_events):
     return lines
 
 
+#: readings verified on the numbers (:mod:`.readings`, and the exact reshapes of :func:`.diagnose.hints`):
+#: when one holds on most failing cases it is the diagnosis's headline, not a footnote
+VERIFIED = ("scaled:", "swapped:", "option:", "upstream:", "forgot:", "axis:", "term:", "transposed", "sum-leading",
+            "reshape")
+
+
 def fallback_line(fails):
-    """One line when no known mistake explains the failure: the strongest generic observations only."""
-    strong = []
+    """One line when no known mistake explains the failure: the strongest generic observations only. A
+    verified reading (:data:`VERIFIED`) that holds on most failing cases heads the line; weaker
+    observations follow "no known mistake explains this failure"."""
+    strong, verified = [], False
     for name, bad in fails.items():
         comp = [(e, r) for e, r in bad if r.get("problem") != "not_computed"]
         counter, first = Counter(), {}
@@ -138,6 +146,9 @@ def fallback_line(fails):
         for key, c in counter.most_common(1):
             if key != "partial" and (c >= 0.75 * len(comp)) and (c >= 2 or len(comp) == 1):
                 strong.append(f"{name}: {first[key]} (on {c}/{len(comp)} failing cases)")
+                verified = verified or key.startswith(VERIFIED)
+    if strong and verified:
+        return "  * no listed mistake, but the error reads (verified on your arrays): " + "; ".join(strong[:2])
     line = "  * no known mistake explains this failure"
     if strong:
         line += "; what the error reads: " + "; ".join(strong[:2])

@@ -238,11 +238,6 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             _match(ex.families, variants, wrong, results, rec.outputs, ref, tol)
         else:
             skipped = bool(ex.families)
-        swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
-        for name in wrong:
-            if not results[name]["variants"]:          # a matched mistake needs no reading
-                results[name]["hints"] = readings.read(ex, case, name, rec.outputs[name], ref[name], variants,
-                                                       swapped_reference, ref)
     if variants is not None and pair_budget is not None and pair_budget.get("seconds", 0) > 0:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []
@@ -255,6 +250,11 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
                            for n, _ in ex.outputs)
             if all(contradicts(vout) for vout in variants[m.id]):
                 contradicted.append(m.id)
+        swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
+        for name in wrong:
+            if not set(results[name]["variants"]) - set(contradicted):   # a matched mistake needs no reading
+                results[name]["hints"] = readings.read(ex, case, name, rec.outputs[name], ref[name], variants,
+                                                       swapped_reference, ref)
     oracle_res = None
     if oracle is not None:
         try:

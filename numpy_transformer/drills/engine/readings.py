@@ -12,6 +12,9 @@ array's size) before it is made:
   off or flipped (``causal`` flipped, the mask dropped, ``p`` or ``label_smoothing`` set to 0);
 * **two results swapped**: ``got`` is the expected value of another returned array (``dq`` holding
   ``dk``: a product rule's factors, or the return order);
+* **the wrong axis**: ``got`` is the reference computed with another axis in the last one's place (a
+  softmax, norm or sum over the wrong axis);
+* **the upstream gradient forgotten**: ``got * dy == expected`` (the local derivative alone);
 * **dout replaced by the forward's input**: ``got`` is what the right formula gives with the upstream
   gradient replaced by an input of the same shape (the reference is run on those inputs);
 * **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
@@ -73,7 +76,7 @@ def _origin(name):
 
 def _factor_names(case):
     """``[(value, name, key, origin)]``: the constants this case makes plausible."""
-    out = [(-1.0, "-1", "-1", ORIGINS["-1"]), (2.0, "2", "2", ORIGINS["2"]), (0.5, "1/2", "1/2", ORIGINS["1/2"])]
+    out = []
     for name, v in (case.factors or {}).items():
         v = float(v)
         if v in (0.0, 1.0, -1.0):
@@ -81,6 +84,8 @@ def _factor_names(case):
         why = _origin(name)
         inv = f"1/{name}" if name.isidentifier() else f"1/({name})"
         out += [(v, f"{name} (= {v:.6g})", name, why), (1.0 / v, f"{inv} (= {1.0 / v:.6g})", inv, why)]
+    # the case's own factors first (sqrt(Dh) = 2 is named as the scale, not as "2")
+    out += [(-1.0, "-1", "-1", ORIGINS["-1"]), (2.0, "2", "2", ORIGINS["2"]), (0.5, "1/2", "1/2", ORIGINS["1/2"])]
     seen = set()
     for k, a in case.inputs.items():
         for axis, n in enumerate(np.shape(a) if isinstance(a, np.ndarray) else ()):
@@ -96,17 +101,33 @@ def _factor_names(case):
 
 def scaled(got, ref, case):
     """``got == c * ref`` for a constant ``c != 1``: the reading, or None."""
-    if got.shape != ref.shape or ref.size < 3 or not np.any(ref):
+    if got.shape != ref.shape or not np.any(ref):
         return None
     c = float(np.sum(got * ref) / np.sum(ref * ref))
     if abs(c - 1.0) < 1e-9 or _rel(got, c * ref) > VERIFY:
         return None
     for v, name, key, origin in _factor_names(case):
         if abs(c - v) <= 1e-9 * max(1.0, abs(v)):
+            if ref.size < 3 and key in ("-1", "2", "1/2"):
+                continue                  # one or two numbers: any wrong value is "a factor" of them
             named = "" if name == f"{c:.6g}" else f" = {name}"
             return "scaled:" + key, (f"off by a constant factor {c:.6g}{named} (verified to {VERIFY:.0e}): "
                                      f"{origin}")
+    if ref.size < 3:
+        return None                       # an unnamed factor of one or two numbers says nothing
     return "scaled:other", f"off by a constant factor {c:.6g} (verified to {VERIFY:.0e})"
+
+
+def upstream_forgotten(case, got, ref):
+    """``got * dy == ref`` for an upstream gradient ``dy`` of ``got``'s shape (the chain rule's last
+    factor left out): the reading, or None."""
+    for up, g in case.inputs.items():
+        if up.startswith("d") and isinstance(g, np.ndarray) and g.shape == got.shape and np.all(g != 0):
+            if _rel(got * g, ref) <= VERIFY:
+                return (f"forgot:{up}", f"times {up} gives the expected array (verified to {VERIFY:.0e}): the "
+                                        f"backward returns the local derivative and forgets to multiply by "
+                                        f"the upstream gradient {up} (the chain rule)")
+    return None
 
 
 def upstream_replaced(ex, case, name, got, reference):
@@ -165,6 +186,32 @@ def option_ignored(case, name, got, reference):
     return None
 
 
+def wrong_axis(case, name, got, reference):
+    """``got`` is the reference computed over another axis (every array input of the same shape, and the
+    result, with that axis swapped with the last): the reading, or None."""
+    arrays = [k for k, v in case.inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"]
+    shapes = {case.inputs[k].shape for k in arrays}
+    if len(shapes) != 1 or got.ndim < 2:
+        return None
+    shape = shapes.pop()
+    if got.shape != shape:
+        return None
+    for axis in range(got.ndim - 1):
+        if shape[axis] < 2:
+            continue
+        changed = dict(case.inputs, **{k: np.swapaxes(case.inputs[k], axis, -1) for k in arrays})
+        try:
+            with np.errstate(all="ignore"):
+                alt = reference(changed).get(name)
+        except Exception:  # noqa: BLE001 - a reading is optional
+            continue
+        if alt is not None and np.shape(alt) == got.shape[:axis] + (got.shape[-1],) + got.shape[axis + 1:-1] \
+                + (got.shape[axis],) and _rel(got, np.swapaxes(np.asarray(alt, dtype=np.float64), axis, -1)) <= VERIFY:
+            return (f"axis:{axis}", f"the right formula computed over axis {axis} instead of the last axis "
+                                    f"(verified to {VERIFY:.0e}): a sum, max or mean reduced over the wrong axis")
+    return None
+
+
 def swapped_outputs(name, got, refs):
     """``got`` is the expected value of another returned array: the reading, or None."""
     for other, r in refs.items():
@@ -213,6 +260,8 @@ def read(ex, case, name, got, ref, variants, reference, refs=None):
         r = np.asarray(ref, dtype=np.float64)
         if a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
             for reading in (lambda: scaled(a, r, case), lambda: swapped_outputs(name, a, refs or {}),
+                            lambda: upstream_forgotten(case, a, r),
+                            lambda: wrong_axis(case, name, a, reference),
                             lambda: option_ignored(case, name, a, reference),
                             lambda: upstream_replaced(ex, case, name, a, reference),
                             lambda: term_off(ex, name, a, r, variants)):
