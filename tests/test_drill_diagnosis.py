@@ -153,6 +153,16 @@ def test_decoder_mistakes_never_named_before(patches, mistake, tmp_path):
     assert rc == 1 and named(out) == mistake, out
 
 
+def test_a_mistake_made_in_one_output_only_is_named_for_that_output(tmp_path):
+    """The scale forgotten in dk alone: the family's variant (both dq and dk) would break dq, which is
+    right, so the mistake is named as made in part of the code."""
+    rc, out = check_patched(tmp_path, "grouped_query_attention",
+                            [("(scale * (np.swapaxes(dA, -1, -2) @ qg))", "(np.swapaxes(dA, -1, -2) @ qg)")])
+    assert rc == 1, out
+    assert ("known mistake in part of your code [attn_backward_no_scale]: the 1/sqrt(Dh) scale forgotten in "
+            "the backward (dq and dk), in dk only") in out, out
+
+
 # --------------------------------------------------------------------------------------------------
 # generic readings, computed from the error and verified
 # --------------------------------------------------------------------------------------------------

@@ -96,11 +96,30 @@ def _case_ok(e):
     return not e.get("mutations") and all(r["ok"] for r in e["results"].values())
 
 
+def partial_lines(ex, fails, case_events):
+    """When no mistake explains the failure as a whole: a single known mistake that reproduces most of
+    the wrong arrays but would also break arrays the candidate got right, named as made in part of the
+    code (the wrong arrays only); empty when there is none."""
+    ranked = [c for c in rank(ex, fails, case_events) if len(c[0]) == 1 and c[2] >= EXPLAINS]
+    if not ranked:
+        return []
+    ids, keys, share, _ = ranked[0]
+    m = ex.mistake(ids[0])
+    where = sorted({name for _, name in keys}, key=[n for n, _ in ex.outputs].index)
+    total = Counter(name for _, name in _items(fails))
+    return [f"  * known mistake in part of your code [{m.id}]: {m.title}, in {', '.join(where)} only",
+            f"      reproduces {len(keys)}/{sum(total.values())} of your wrong arrays; made everywhere it would "
+            "also break arrays you got right, so only the code computing these makes it",
+            f"      why: {m.explain}",
+            f"      fix: {m.fix}"]
+
+
 def known_mistake_lines(ex, fails, case_events):
-    """The lines naming the explaining mistake(s) (empty when none explains most of the failure)."""
+    """The lines naming the explaining mistake(s) (empty when none explains most of the failure; then
+    :func:`partial_lines` may name one made in part of the code)."""
     best, same = explanation(ex, fails, case_events)
     if best is None:
-        return []
+        return partial_lines(ex, fails, case_events)
     ids, keys, share, _ = best
     n_items = len(_items(fails))
     per = Counter(name for _, name in keys)

@@ -100,22 +100,30 @@ def _factor_names(case):
 
 
 def scaled(got, ref, case):
-    """``got == c * ref`` for a constant ``c != 1``: the reading, or None."""
+    """``got == c * ref`` for a constant ``c != 1``: the first reading, or None (:func:`scalings`)."""
+    found = scalings(got, ref, case)
+    return found[0] if found else None
+
+
+def scalings(got, ref, case):
+    """``got == c * ref`` for a constant ``c != 1``: a reading per name ``c`` has here (``2`` may be
+    ``sqrt(Dh)`` and ``Dh`` too: the report keeps the name that holds on most failing cases)."""
     if got.shape != ref.shape or not np.any(ref):
-        return None
+        return []
     c = float(np.sum(got * ref) / np.sum(ref * ref))
     if abs(c - 1.0) < 1e-9 or _rel(got, c * ref) > VERIFY:
-        return None
+        return []
+    out = []
     for v, name, key, origin in _factor_names(case):
         if abs(c - v) <= 1e-9 * max(1.0, abs(v)):
             if ref.size < 3 and key in ("-1", "2", "1/2"):
                 continue                  # one or two numbers: any wrong value is "a factor" of them
             named = "" if name == f"{c:.6g}" else f" = {name}"
-            return "scaled:" + key, (f"off by a constant factor {c:.6g}{named} (verified to {VERIFY:.0e}): "
-                                     f"{origin}")
-    if ref.size < 3:
-        return None                       # an unnamed factor of one or two numbers says nothing
-    return "scaled:other", f"off by a constant factor {c:.6g} (verified to {VERIFY:.0e})"
+            out.append(("scaled:" + key, f"off by a constant factor {c:.6g}{named} (verified to {VERIFY:.0e}): "
+                                         f"{origin}"))
+    if out or ref.size < 3:
+        return out                        # an unnamed factor of one or two numbers says nothing
+    return [("scaled:other", f"off by a constant factor {c:.6g} (verified to {VERIFY:.0e})")]
 
 
 def upstream_forgotten(case, got, ref):
@@ -259,12 +267,15 @@ def read(ex, case, name, got, ref, variants, reference, refs=None):
         a = arr.astype(np.float64)
         r = np.asarray(ref, dtype=np.float64)
         if a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
-            for reading in (lambda: scaled(a, r, case), lambda: swapped_outputs(name, a, refs or {}),
+            out += scalings(a, r, case)
+            for reading in (lambda: swapped_outputs(name, a, refs or {}),
                             lambda: upstream_forgotten(case, a, r),
                             lambda: wrong_axis(case, name, a, reference),
                             lambda: option_ignored(case, name, a, reference),
                             lambda: upstream_replaced(ex, case, name, a, reference),
                             lambda: term_off(ex, name, a, r, variants)):
+                if out:
+                    break
                 reading = reading()
                 if reading is not None:
                     out.append(reading)

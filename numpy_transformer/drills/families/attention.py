@@ -45,5 +45,6 @@ FAMILIES = (
            "The scale is 1/sqrt(Dh): it undoes the sqrt(Dh) growth of a dot product's spread.",
            "scale = 1.0 / np.sqrt(Dh).",
            (((r"scale = 1\.0 / np\.sqrt\(([^()]*)\)", r"scale = 1.0 / (\1)"),),
-            ((r"c = 1\.0 / np\.sqrt\(Dh\)", "c = 1.0 / Dh"),))),
+            ((r"c = 1\.0 / np\.sqrt\(Dh\)", "c = 1.0 / Dh"),),
+            ((r" / np\.sqrt\(Dh\)\)", " / Dh)"),))),
 )
