@@ -241,8 +241,16 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, state):
         state["candidates"] = found
 
 
+def _family_candidates(ex, state):
+    """The op families to try on a case: every one on the first case that needs them, then only those
+    that reproduced a wrong array there or changed nothing there (``state["candidates"]``, one dict per
+    check; None: every one), as the pair search is bounded."""
+    keep = None if state is None else state.get("candidates")
+    return ex.families if keep is None else tuple(m for m in ex.families if m.id in keep)
+
+
 def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None,
-               families=False):
+               families=False, family_state=None):
     """Grade one case: the reference (``ref``: already computed, else computed here), the candidate's
     outputs (``user``: already received from the child, else run here), the comparisons, the known mistakes
     and the oracle. Returns the case event's fields. The op families' mistakes are tried when ``families``
@@ -280,10 +288,15 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         variants = _variant_outputs(ex, inputs, ex.mistakes)
         vwrong = _variants_wrong(ex, inputs, variants, ref, tol)
         if not _match(ex.mistakes, variants, vwrong, wrong, results, rec.outputs) or families:
-            more = _variant_outputs(ex, inputs, ex.families)
+            tried = _family_candidates(ex, family_state)
+            more = _variant_outputs(ex, inputs, tried)
             variants.update(more)
             vwrong.update(_variants_wrong(ex, inputs, more, ref, tol))
-            _match(ex.families, variants, vwrong, wrong, results, rec.outputs)
+            _match(tried, variants, vwrong, wrong, results, rec.outputs)
+            if family_state is not None and family_state.get("candidates") is None:
+                # kept: the families that reproduce a wrong array here, or that change nothing here
+                family_state["candidates"] = {m.id for m in tried if any(m.id in results[n]["variants"]
+                                              for n in wrong) or not any(vwrong[m.id])}
         else:
             skipped = bool(ex.families)
     if variants is not None and pair_budget is not None:
@@ -390,7 +403,7 @@ def _small_arrays(d, limit=36):
     return out
 
 
-def _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev):
+def _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev, family_state):
     """When the listed mistakes leave wrong arrays unexplained, try the op families on the cases where
     they were skipped (a listed mistake matched there), so every case counts for them."""
     graded = [(pos, e) for pos, e in enumerate(ev) if e.get("event") == "case"]
@@ -403,7 +416,7 @@ def _families_where_unexplained(ex, module, cases, users, refs, path, args, disa
             continue
         i = e["index"]
         res = grade_case(ex, module, cases[i], path, args.call_timeout, disabled, args.tol, None,
-                         user=users[i], ref=refs[i], families=True)
+                         user=users[i], ref=refs[i], families=True, family_state=family_state)
         for name, r in res["results"].items():
             if e["results"].get(name, {}).get("pairs"):
                 r["pairs"] = e["results"][name]["pairs"]
@@ -447,6 +460,7 @@ def grade_all(ex, path, args, child, ev):
         ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
         disabled = {}
         pair_budget = {}                        # the pair search's state (:func:`_match_pairs`)
+        family_state = {}                       # the families' (:func:`_family_candidates`)
         failing = []
         answers = module.run_all([c.inputs for c in cases], disabled)
         users = []
@@ -455,7 +469,7 @@ def grade_all(ex, path, args, child, ev):
             user = next(answers)
             try:
                 res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
-                                 pair_budget, user=user, ref=refs[i])
+                                 pair_budget, user=user, ref=refs[i], family_state=family_state)
             except (ChildGone, Deadline):
                 raise
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
@@ -466,7 +480,7 @@ def grade_all(ex, path, args, child, ev):
             ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge,
                     features=case_features(case), **res)
             users.append(user)
-        _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev)
+        _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev, family_state)
         if failing:
             try:
                 _probe_failures(ex, module, path, args, failing, disabled, ev)
