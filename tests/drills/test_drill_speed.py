@@ -56,8 +56,9 @@ def test_a_failing_check_sends_a_fixed_number_of_messages(name, tmp_path, monkey
     sent = _counting_worker(monkeypatch)
     rc = drills.check_file(str(path), stream=io.StringIO(), torch="off", quiet=True)
     assert rc == 1
-    # setup, the 40 cases, the shrinking candidates, the smallest case, the gradient check's forwards
-    assert sent == ["setup", "batch", "batch", "run", "batch"], sent
+    # setup, the 40 cases, the shrinking candidates, the smallest case, the sub-blocks switched off
+    # (localisation, docs/drills.md), the gradient check's forwards
+    assert sent == ["setup", "batch", "batch", "run", "batch", "batch"], sent
 
 
 def test_a_passing_check_sends_two_messages(tmp_path, monkeypatch):

@@ -9,6 +9,9 @@
 * :mod:`.spawn` — starting, talking to and ending that child; :mod:`.judge` — the parent's verdict on
   each case; :mod:`.probe` — the gradient check and the smallest failing case;
 * :mod:`.diagnose`, :mod:`.diagnosis` — comparisons, hints, which known mistake explains a failure;
+* :mod:`.readings` — the verified readings of a wrong array (a named factor, dout replaced by the
+  input, one additive term off); :mod:`.localise` — which sub-block of a composite layer goes wrong;
+  the op families of mistakes live in :mod:`numpy_transformer.drills.families`;
 * :mod:`.report` — the report's text; :mod:`.stats` — ``drill stats``; :mod:`.mock` — ``drill mock``;
 * :mod:`.upstream` — the cases' upstream gradients, from the gradient checkers' own stream.
 """

@@ -68,6 +68,14 @@ class Exercise:
     reference: Callable[[], object]
     #: the classic mistakes (the folder's ``mistakes.py``: :data:`MISTAKES`; set by the registry)
     mistakes: Tuple[Mistake, ...] = ()
+    #: the mistake families of the ops it contains (``drills/families/``), as patches of its solution
+    #: (set by the registry from the folder's ``OPS``); recognised as the listed ones are
+    families: Tuple[Mistake, ...] = ()
+    #: the ops it contains (the folder's ``OPS``)
+    ops: Tuple[str, ...] = ()
+    #: its sub-blocks, for localising a failure (the folder's ``LOCALISE``; see :mod:`.localise`):
+    #: ``{"switch_off": ((sub-block, input edits), ...), "backward": ((sub-block, gradients), ...)}``
+    localise: Optional[dict] = None
     exception_hints: Tuple[Tuple[str, str], ...] = ()
     n_edge: int = 0
     reference_name: str = "numpy_transformer.functional (verified)"
@@ -87,8 +95,13 @@ class Exercise:
     #: how torch re-checks the reference (the folder's ``ORACLE``, read by ``reference_torch.drill_oracle``)
     oracle: Optional[dict] = None
 
+    @property
+    def known(self) -> Tuple[Mistake, ...]:
+        """Every mistake the grader recognises: the listed ones first, then the families'."""
+        return self.mistakes + self.families
+
     def mistake(self, mistake_id):
-        for m in self.mistakes:
+        for m in self.known:
             if m.id == mistake_id:
                 return m
         raise KeyError(mistake_id)

@@ -46,7 +46,7 @@ def rank(ex, fails, case_events):
     cands = [((mid,), keys) for mid, keys in single.items()]
     for (a, b), keys in pair.items():
         cands.append(((a, b), keys | single.get(a, set()) | single.get(b, set())))
-    order = {m.id: i for i, m in enumerate(ex.mistakes)}
+    order = {m.id: i for i, m in enumerate(ex.known)}
     out = [(ids, keys, len(keys) / len(items), max(contra[i] for i in ids)) for ids, keys in cands]
     out.sort(key=lambda c: (c[3] > 0, -len(c[1]), len(c[0]), [order.get(i, 99) for i in c[0]]))
     return out
@@ -58,7 +58,9 @@ def explanation(ex, fails, case_events):
     if not ranked:
         return None, []
     best = ranked[0]
-    same = [c for c in ranked[1:] if len(c[0]) == 1 and c[1] == best[1]]
+    listed = {m.id for m in ex.mistakes}
+    same = [c for c in ranked[1:] if len(c[0]) == 1 and c[1] == best[1]
+            and not (c[0][0] not in listed and set(best[0]) <= listed)]   # a family's twin of a listed one
     return best, same
 
 
@@ -94,11 +96,30 @@ def _case_ok(e):
     return not e.get("mutations") and all(r["ok"] for r in e["results"].values())
 
 
+def partial_lines(ex, fails, case_events):
+    """When no mistake explains the failure as a whole: a single known mistake that reproduces most of
+    the wrong arrays but would also break arrays the candidate got right, named as made in part of the
+    code (the wrong arrays only); empty when there is none."""
+    ranked = [c for c in rank(ex, fails, case_events) if len(c[0]) == 1 and c[2] >= EXPLAINS]
+    if not ranked:
+        return []
+    ids, keys, share, _ = ranked[0]
+    m = ex.mistake(ids[0])
+    where = sorted({name for _, name in keys}, key=[n for n, _ in ex.outputs].index)
+    total = Counter(name for _, name in _items(fails))
+    return [f"  * known mistake in part of your code [{m.id}]: {m.title}, in {', '.join(where)} only",
+            f"      reproduces {len(keys)}/{sum(total.values())} of your wrong arrays; made everywhere it would "
+            "also break arrays you got right, so only the code computing these makes it",
+            f"      why: {m.explain}",
+            f"      fix: {m.fix}"]
+
+
 def known_mistake_lines(ex, fails, case_events):
-    """The lines naming the explaining mistake(s) (empty when none explains most of the failure)."""
+    """The lines naming the explaining mistake(s) (empty when none explains most of the failure; then
+    :func:`partial_lines` may name one made in part of the code)."""
     best, same = explanation(ex, fails, case_events)
     if best is None:
-        return []
+        return partial_lines(ex, fails, case_events)
     ids, keys, share, _ = best
     n_items = len(_items(fails))
     per = Counter(name for _, name in keys)
@@ -123,9 +144,17 @@ def known_mistake_lines(ex, fails, case_events):
     return lines
 
 
+#: readings verified on the numbers (:mod:`.readings`, and the exact reshapes of :func:`.diagnose.hints`):
+#: when one holds on most failing cases it is the diagnosis's headline, not a footnote
+VERIFIED = ("scaled:", "swapped:", "option:", "upstream:", "forgot:", "axis:", "term:", "transposed", "sum-leading",
+            "reshape")
+
+
 def fallback_line(fails):
-    """One line when no known mistake explains the failure: the strongest generic observations only."""
-    strong = []
+    """One line when no known mistake explains the failure: the strongest generic observations only. A
+    verified reading (:data:`VERIFIED`) that holds on most failing cases heads the line; weaker
+    observations follow "no known mistake explains this failure"."""
+    strong, verified = [], False
     for name, bad in fails.items():
         comp = [(e, r) for e, r in bad if r.get("problem") != "not_computed"]
         counter, first = Counter(), {}
@@ -136,9 +165,12 @@ def fallback_line(fails):
         for key, c in counter.most_common(1):
             if key != "partial" and (c >= 0.75 * len(comp)) and (c >= 2 or len(comp) == 1):
                 strong.append(f"{name}: {first[key]} (on {c}/{len(comp)} failing cases)")
+                verified = verified or key.startswith(VERIFIED)
+    if strong and verified:
+        return "  * no listed mistake, but the error reads (verified on your arrays): " + "; ".join(strong[:2])
     line = "  * no known mistake explains this failure"
     if strong:
-        line += "; " + "; ".join(strong[:2])
+        line += "; what the error reads: " + "; ".join(strong[:2])
     return line
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ...oracle import OracleUnavailable
 from ...oracle import load as load_oracle
 from ..exercises import draw_case
-from . import diagnose
+from . import diagnose, localise, readings
 from .definition import MISSING
 from .harness import run_impl
 from .probe import case_features, dump_case, grad_check, smallest_failing
@@ -128,10 +128,11 @@ def _reference_outputs(ex, inputs):
     return rec.outputs
 
 
-def _variant_outputs(ex, inputs):
-    """``{mistake id: [outputs of each of its patches]}``; a variant that fails on a case gives no outputs."""
+def _variant_outputs(ex, inputs, mistakes=None):
+    """``{mistake id: [outputs of each of its patches]}`` for ``mistakes`` (the listed ones by default); a
+    variant that fails on a case gives no outputs."""
     out = {}
-    for m in ex.mistakes:
+    for m in ex.mistakes if mistakes is None else mistakes:
         results = []
         for cfg in m.configs:
             rec = run_impl(ex, ex.variant(cfg), inputs, watch=False)
@@ -169,6 +170,21 @@ def _variants_wrong(ex, inputs, variants, ref, tol):
             for mid, results in variants.items()}
 
 
+def _match(mistakes, variants, vwrong, wrong, results, outputs):
+    """Record in each wrong output's ``variants`` the ``mistakes`` whose variant reproduces it (``vwrong``:
+    what each variant gets wrong, from :func:`_variants_wrong`); whether any did."""
+    found = False
+    for name in wrong:
+        matched = results[name].setdefault("variants", [])
+        for m in mistakes:
+            for vout, vw in zip(variants[m.id], vwrong[m.id]):
+                if name in vw and diagnose.matches(outputs[name], vout[name]):
+                    matched.append(m.id)
+                    break
+        found = found or bool(matched)
+    return found
+
+
 def _exception_hint(ex, message):
     for pattern, hint in ex.exception_hints:
         if re.search(pattern, message or ""):
@@ -184,7 +200,7 @@ MAX_PAIR_RUNS = 240
 
 def _pairs(ex):
     """Every two configurations of two different known mistakes: ``((id1, id2), config1, config2)``."""
-    ms = ex.mistakes
+    ms = ex.mistakes                 # the listed ones (the families' pairs would cost too much)
     for i in range(len(ms)):
         for j in range(i + 1, len(ms)):
             for c1 in ms[i].configs:
@@ -225,10 +241,22 @@ def _match_pairs(ex, inputs, results, user_outputs, ref, tol, state):
         state["candidates"] = found
 
 
-def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None):
+def _family_candidates(ex, state):
+    """The op families to try on a case: every one on the first case that needs them, then only those
+    that reproduced a wrong array there or changed nothing there (``state["candidates"]``, one dict per
+    check; None: every one), as the pair search is bounded."""
+    keep = None if state is None else state.get("candidates")
+    return ex.families if keep is None else tuple(m for m in ex.families if m.id in keep)
+
+
+def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_budget=None, user=None, ref=None,
+               families=False, family_state=None):
     """Grade one case: the reference (``ref``: already computed, else computed here), the candidate's
     outputs (``user``: already received from the child, else run here), the comparisons, the known mistakes
-    and the oracle. Returns the case event's fields."""
+    and the oracle. Returns the case event's fields. The op families' mistakes are tried when ``families``
+    is true or no listed mistake reproduces a wrong array of the case (``families_skipped`` says when
+    they were not: :func:`grade_all` comes back to those cases when the listed ones leave arrays
+    unexplained elsewhere)."""
     inputs = case.inputs
     ref = ref if ref is not None else _reference_outputs(ex, inputs)
     t0 = time.perf_counter()
@@ -241,7 +269,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
         if failure["kind"] == "timeout":
             disabled[failure["function"]] = f"skipped: {failure['function']} timed out on an earlier case"
     results = {}
-    variants = None
+    variants, skipped = None, False
     for name, fname in ex.outputs:
         if name not in rec.outputs:
             why = failure["message"] if failure else f"{fname} did not return it"
@@ -252,31 +280,41 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             results[name] = {"ok": False, "problem": "type",
                              "message": f"missing: the grads dict has no key {name[6:-1]!r}"}
             continue
-        res = diagnose.compare(got, ref[name], tol)
-        if not res["ok"]:
-            if variants is None:
-                variants = _variant_outputs(ex, inputs)
-                vwrong = _variants_wrong(ex, inputs, variants, ref, tol)
-            matched = []
-            for m in ex.mistakes:
-                for vout, wrong in zip(variants[m.id], vwrong[m.id]):
-                    if name in wrong and diagnose.matches(got, vout[name]):
-                        matched.append(m.id)
-                        break
-            res["variants"] = matched
-            res["hints"] = diagnose.hints(got, ref[name], case.factors)
-        results[name] = res
+        results[name] = diagnose.compare(got, ref[name], tol)
+    wrong = [n for n, r in results.items() if not r["ok"] and r.get("problem") != "not_computed" and n in rec.outputs
+             and rec.outputs[n] is not MISSING]
+    if wrong:
+        # the listed mistakes first; the op families' only when no listed one reproduces any wrong array here
+        variants = _variant_outputs(ex, inputs, ex.mistakes)
+        vwrong = _variants_wrong(ex, inputs, variants, ref, tol)
+        if not _match(ex.mistakes, variants, vwrong, wrong, results, rec.outputs) or families:
+            tried = _family_candidates(ex, family_state)
+            more = _variant_outputs(ex, inputs, tried)
+            variants.update(more)
+            vwrong.update(_variants_wrong(ex, inputs, more, ref, tol))
+            _match(tried, variants, vwrong, wrong, results, rec.outputs)
+            if family_state is not None and family_state.get("candidates") is None:
+                # kept: the families that reproduce a wrong array here, or that change nothing here
+                family_state["candidates"] = {m.id for m in tried if any(m.id in results[n]["variants"]
+                                              for n in wrong) or not any(vwrong[m.id])}
+        else:
+            skipped = bool(ex.families)
     if variants is not None and pair_budget is not None:
         _match_pairs(ex, inputs, results, rec.outputs, ref, tol, pair_budget)
     contradicted = []
     if variants is not None:
         # a mistake is contradicted on this case when every one of its configurations would make wrong an
         # output that the user got right (so the user cannot be making exactly that mistake)
-        for m in ex.mistakes:
-            def contradicts(wrong):
-                return any(results[n]["ok"] and n in wrong for n, _ in ex.outputs)
-            if all(contradicts(wrong) for wrong in vwrong[m.id]):
+        for m in (m for m in ex.known if m.id in variants):
+            def contradicts(vw):
+                return any(results[n]["ok"] and n in vw for n, _ in ex.outputs)
+            if all(contradicts(vw) for vw in vwrong[m.id]):
                 contradicted.append(m.id)
+        swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
+        for name in wrong:
+            if not set(results[name]["variants"]) - set(contradicted):   # a matched mistake needs no reading
+                results[name]["hints"] = readings.read(ex, case, name, rec.outputs[name], ref[name], variants,
+                                                       swapped_reference, ref)
     oracle_res = None
     if oracle is not None:
         try:
@@ -290,7 +328,7 @@ def grade_case(ex, module, case, path, time_limit, disabled, tol, oracle, pair_b
             oracle_res = {"rel": worst, "agree": agree}
         except Exception as exc:  # noqa: BLE001
             oracle_res = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds,
+    return {"results": results, "failure": failure, "notes": rec.notes, "seconds": seconds, "families_skipped": skipped,
             "oracle": oracle_res, "contradicted": contradicted, "mutations": rec.mutations}
 
 
@@ -319,6 +357,15 @@ def _probe_failures(ex, module, path, args, failing, disabled, ev):
     if args.dump:
         event["dump"] = dump_case(args.dump, ex.name, index, case.inputs, ref, rec.outputs)
     ev.emit(event="smallest", **event)
+    if rec.failure is None:
+        def candidates(inputs_list):
+            recs = module.run_all(inputs_list, disabled) if isinstance(module, Candidate) else \
+                (_run(ex, module, inp, args.call_timeout, path, disabled) for inp in inputs_list)
+            return [None if r.failure is not None else r.outputs for r in recs]
+        where = localise.localise(ex, case.inputs, rec.outputs, ref, candidates,
+                                  lambda inputs: _reference_outputs(ex, inputs), args.tol)
+        if where:
+            ev.emit(event="localise", index=index, **where)
     backward_fns = {fn for _, fn in ex.outputs[1:] if fn != ex.outputs[0][1]}
 
     skip = {fn: "forward only" for fn in backward_fns}
@@ -354,6 +401,27 @@ def _small_arrays(d, limit=36):
         out[k] = {"shape": list(a.shape), "dtype": str(a.dtype),
                   "values": a.tolist() if a.size <= limit else None}
     return out
+
+
+def _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev, family_state):
+    """When the listed mistakes leave wrong arrays unexplained, try the op families on the cases where
+    they were skipped (a listed mistake matched there), so every case counts for them."""
+    graded = [(pos, e) for pos, e in enumerate(ev) if e.get("event") == "case"]
+    listed = {m.id for m in ex.mistakes}
+    if all(listed & set(r.get("variants") or ()) for _, e in graded for r in e["results"].values()
+           if not r["ok"] and r.get("problem") != "not_computed"):
+        return
+    for pos, e in graded:
+        if not e.get("families_skipped"):
+            continue
+        i = e["index"]
+        res = grade_case(ex, module, cases[i], path, args.call_timeout, disabled, args.tol, None,
+                         user=users[i], ref=refs[i], families=True, family_state=family_state)
+        for name, r in res["results"].items():
+            if e["results"].get(name, {}).get("pairs"):
+                r["pairs"] = e["results"][name]["pairs"]
+        res["oracle"] = e.get("oracle")
+        ev[pos] = _jsonable(dict(e, **res))
 
 
 def grade_all(ex, path, args, child, ev):
@@ -392,14 +460,16 @@ def grade_all(ex, path, args, child, ev):
         ev.emit(event="load", ok=True, missing=missing, oracle=oracle_status, oracle_used=oracle is not None)
         disabled = {}
         pair_budget = {}                        # the pair search's state (:func:`_match_pairs`)
+        family_state = {}                       # the families' (:func:`_family_candidates`)
         failing = []
         answers = module.run_all([c.inputs for c in cases], disabled)
+        users = []
         for i, case in enumerate(cases):
             ev.emit(event="start", index=i)
             user = next(answers)
             try:
                 res = grade_case(ex, module, case, path, args.call_timeout, disabled, args.tol, oracle,
-                                 pair_budget, user=user, ref=refs[i])
+                                 pair_budget, user=user, ref=refs[i], family_state=family_state)
             except (ChildGone, Deadline):
                 raise
             except Exception as exc:  # noqa: BLE001 - a grader bug must still be reported, not crash
@@ -409,6 +479,8 @@ def grade_all(ex, path, args, child, ev):
                 failing.append((i, case))
             ev.emit(event="case", index=i, desc=case.desc, tags=case.tags, edge=i < ex.n_edge,
                     features=case_features(case), **res)
+            users.append(user)
+        _families_where_unexplained(ex, module, cases, users, refs, path, args, disabled, ev, family_state)
         if failing:
             try:
                 _probe_failures(ex, module, path, args, failing, disabled, ev)

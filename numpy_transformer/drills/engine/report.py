@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from . import diagnosis
+from . import diagnosis, localise
 
 
 def format_duration(seconds):
@@ -135,8 +135,8 @@ def report(out, path, ex, run, opts):
 
     # diagnosis
     result["mistakes"] = _diagnosis(out, ex, fails, case_events, opts.dump)
-    by_kind = {e["event"]: e for e in events if e.get("event") in ("smallest", "gradcheck")}
-    for lines in (diagnosis.gradcheck_lines(by_kind.get("gradcheck")),
+    by_kind = {e["event"]: e for e in events if e.get("event") in ("smallest", "gradcheck", "localise")}
+    for lines in (localise.lines(by_kind.get("localise")), diagnosis.gradcheck_lines(by_kind.get("gradcheck")),
                   diagnosis.smallest_lines(by_kind.get("smallest"), bool(opts.dump))):
         for line in lines:
             out(line)
@@ -222,7 +222,7 @@ def _diagnosis(out, ex, fails, case_events, dump):
         return []
     out("diagnosis:")
     lines = diagnosis.known_mistake_lines(ex, fails, case_events)
-    named = [m.id for m in ex.mistakes if any(f"[{m.id}]" in line for line in lines)]
+    named = [m.id for m in ex.known if any(f"[{m.id}]" in line for line in lines)]
     lines += mutations + diagnosis.error_lines(case_events)
     if fails and not named and any(r.get("problem") != "not_computed" for bad in fails.values() for _, r in bad):
         lines.append(diagnosis.fallback_line(fails))

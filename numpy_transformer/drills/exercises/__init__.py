@@ -29,6 +29,7 @@ import numpy as np
 
 from ..engine.definition import MISSING, Case, Exercise, Missing, Mistake, describe, shape_text
 from ..engine.upstream import replace_upstream
+from ..families import for_exercise
 
 __all__ = ["REQUIRED_FILES", "SEARCH_PATH", "discover", "topic_of", "Mistake", "Case", "Exercise", "MISSING",
            "Missing", "EXERCISES", "ALIASES", "get", "draw_case", "describe", "shape_text"]
@@ -60,8 +61,12 @@ def discover(search_path=None) -> Dict[str, Exercise]:
             ex = module.EXERCISE
             if ex.name != info.name:
                 raise RuntimeError(f"{path}/exercise.py: EXERCISE.name is {ex.name!r}, expected {info.name!r}")
-            found.append(replace(ex, mistakes=tuple(mistakes), folder=path, order=module.ORDER,
-                                 oracle=getattr(module, "ORACLE", None)))
+            ops = tuple(getattr(module, "OPS", ()))
+            with open(os.path.join(path, "solution.py"), encoding="utf-8") as fh:
+                families = for_exercise(ops, fh.read(), mistakes)
+            found.append(replace(ex, mistakes=tuple(mistakes), families=families, ops=ops, folder=path,
+                                 order=module.ORDER, oracle=getattr(module, "ORACLE", None),
+                                 localise=getattr(module, "LOCALISE", None)))
     found.sort(key=lambda e: e.order)
     orders = [e.order for e in found]
     if len(set(orders)) != len(orders):

@@ -15,6 +15,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 200
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'positions')
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'causal_attention_kv_cache'}
 

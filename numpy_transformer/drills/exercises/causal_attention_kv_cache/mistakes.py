@@ -6,11 +6,12 @@ from __future__ import annotations
 from ...engine.definition import Mistake
 
 MISTAKES = (
-    Mistake("kv_attend_before_append", "attended to the old cache before appending the new keys and values",
+    Mistake("kv_attend_before_append", "the new position's own key left out (attended to the old cache before appending)",
             "A new position attends to itself too (the diagonal of the causal mask): its own key and value "
-            "must be in the cache when it attends. Attending first leaves them out (and an empty cache "
-            "has nothing to attend to at the first step).",
-            "K = np.concatenate([k_cache, k_new], axis=2) (and V) first, then attend over K and V.",
+            "must be among the keys it attends. Attending to the old cache before appending leaves them "
+            "out (and an empty cache has nothing to attend to at the first step).",
+            "concatenate first, K = np.concatenate([k_cache, k_new], axis=2) (and V), then attend over K "
+            "and V.",
         [
             ('(q @ np.swapaxes(K, -1, -2)) / np.sqrt(Dh))',
              '(q @ np.swapaxes(k_cache, -1, -2)) / np.sqrt(Dh))'),

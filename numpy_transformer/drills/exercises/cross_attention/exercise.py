@@ -13,6 +13,19 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 220
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads')
+
+#: its sub-blocks, for "where it goes wrong" (engine/localise.py): how each is switched off, and the
+#: order the backward visits them
+LOCALISE = {
+    "switch_off": (("the padding mask", {"memory_key_padding_mask": None}),
+                   ("the head split and merge", {"num_heads": 1}),
+                   ("the scores and softmax (q, k, the scale)", {"Wq": 0})),
+    "backward": (("the output projection", ("dWo",)), ("the values", ("dWv",)),
+                 ("the scores and softmax", ("dWq", "dWk")),
+                 ("the input gradients (dx; dmemory: k and v paths summed)", ("dx", "dmemory"))),
+}
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'cross_attention'}
 

@@ -15,6 +15,34 @@ from ...engine.definition import MISSING, Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 250
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads', 'norms', 'residual')
+
+
+def _g(*names):
+    return tuple(f"grads[{n}]" for n in names)
+
+
+#: its sub-blocks, for "where it goes wrong" (engine/localise.py): how each is switched off, and the
+#: order the backward visits them (post-LN: LN3, FF, LN2, CA, LN1, SA)
+LOCALISE = {
+    "switch_off": (("the memory padding mask", {"memory_key_padding_mask": None}),
+                   ("the self-attention's mask", {"tgt_mask": None}),
+                   ("the head split and merge", {"num_heads": 1}),
+                   ("the self-attention's scores and softmax (q, k, the scale)", {"params.Wq": 0}),
+                   ("the cross-attention's scores and softmax (q, k, the scale)", {"params.cWq": 0}),
+                   ("the feed-forward", {"params.W2": 0, "params.b2": 0}),
+                   ("the cross-attention", {"params.cWo": 0}),
+                   ("the self-attention", {"params.Wo": 0})),
+    "backward": (("LN3", _g("gamma3", "beta3")), ("the feed-forward", _g("W2", "b2", "W1", "b1")),
+                 ("LN2", _g("gamma2", "beta2")), ("the cross-attention's output projection", _g("cWo")),
+                 ("the cross-attention's values", _g("cWv")),
+                 ("the cross-attention's scores and softmax", _g("cWq", "cWk")),
+                 ("dmemory (the cross-attention's k and v paths)", ("dmemory",)),
+                 ("LN1", _g("gamma1", "beta1")), ("the self-attention's output projection", _g("Wo")),
+                 ("the self-attention's values", _g("Wv")),
+                 ("the self-attention's scores and softmax", _g("Wq", "Wk")), ("the input gradient", ("dtgt",))),
+}
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'decoder_layer'}
 

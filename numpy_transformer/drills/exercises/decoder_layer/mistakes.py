@@ -66,3 +66,86 @@ MISTAKES = (
              'scale = 1.0'),
         ]),
 )
+
+#: the layer written pre-LN (h = x + f(LN(x)), no final norm) where post-LN (torch's default) was asked
+_POST_LN_FORWARD = """\
+    sa, c_sa = _mha_forward(tgt, tgt, [p[k] for k in SA], num_heads, tgt_mask)
+    h1, c_n1 = _ln_forward(tgt + sa, p["gamma1"], p["beta1"])
+    pad = None
+    if memory_key_padding_mask is not None:
+        pad = memory_key_padding_mask[:, None, None, :]               # (B, 1, 1, T): the key axis
+    ca, c_ca = _mha_forward(h1, memory, [p[k] for k in CA], num_heads, pad)
+    h2, c_n2 = _ln_forward(h1 + ca, p["gamma2"], p["beta2"])
+    f, c_f = _ffn_forward(h2, p)
+    y, c_n3 = _ln_forward(h2 + f, p["gamma3"], p["beta3"])
+"""
+_PRE_LN_FORWARD = """\
+    n1, c_n1 = _ln_forward(tgt, p["gamma1"], p["beta1"])
+    sa, c_sa = _mha_forward(n1, n1, [p[k] for k in SA], num_heads, tgt_mask)
+    h1 = tgt + sa
+    pad = None
+    if memory_key_padding_mask is not None:
+        pad = memory_key_padding_mask[:, None, None, :]               # (B, 1, 1, T): the key axis
+    n2, c_n2 = _ln_forward(h1, p["gamma2"], p["beta2"])
+    ca, c_ca = _mha_forward(n2, memory, [p[k] for k in CA], num_heads, pad)
+    h2 = h1 + ca
+    n3, c_n3 = _ln_forward(h2, p["gamma3"], p["beta3"])
+    f, c_f = _ffn_forward(n3, p)
+    y = h2 + f
+"""
+_POST_LN_BACKWARD = """\
+    dz3, g["gamma3"], g["beta3"] = _ln_backward(dout, c_n3)
+    dh2 = dz3 + _ffn_backward(dz3, c_f, p, g)                             # z3 = h2 + FF(h2)
+    dz2, g["gamma2"], g["beta2"] = _ln_backward(dh2, c_n2)
+    dq_ca, dk_ca, dv_ca, gw = _mha_backward(dz2, c_ca, [p[k] for k in CA])
+    g.update(zip(CA, gw))
+    dmemory = dk_ca + dv_ca                                               # memory fed k and v
+    dh1 = dz2 + dq_ca                                                     # z2 = h1 + CA(h1, memory)
+    dz1, g["gamma1"], g["beta1"] = _ln_backward(dh1, c_n1)
+    dq_sa, dk_sa, dv_sa, gw = _mha_backward(dz1, c_sa, [p[k] for k in SA])
+    g.update(zip(SA, gw))
+    dtgt = dz1 + dq_sa + dk_sa + dv_sa                                    # z1 = tgt + SA(tgt)
+"""
+_PRE_LN_BACKWARD = """\
+    dn3, g["gamma3"], g["beta3"] = _ln_backward(_ffn_backward(dout, c_f, p, g), c_n3)
+    dh2 = dout + dn3
+    dq_ca, dk_ca, dv_ca, gw = _mha_backward(dh2, c_ca, [p[k] for k in CA])
+    g.update(zip(CA, gw))
+    dmemory = dk_ca + dv_ca
+    dn2, g["gamma2"], g["beta2"] = _ln_backward(dq_ca, c_n2)
+    dh1 = dh2 + dn2
+    dq_sa, dk_sa, dv_sa, gw = _mha_backward(dh1, c_sa, [p[k] for k in SA])
+    g.update(zip(SA, gw))
+    dn1, g["gamma1"], g["beta1"] = _ln_backward(dq_sa + dk_sa + dv_sa, c_n1)
+    dtgt = dh1 + dn1
+"""
+
+MISTAKES += (
+    Mistake("dec_cross_queries_wrong_stream", "the cross-attention's queries taken from tgt instead of h1",
+            "The cross-attention reads the decoder's stream AFTER its self-attention block: queries from "
+            "h1 = LN1(tgt + SA(tgt)), keys and values from memory. Queries from tgt skip the "
+            "self-attention for that block.",
+            "ca = CA(h1, memory): queries h1 @ cWq^T (and dh1 += the query-path gradient).",
+        [
+            ('_mha_forward(h1, memory,', '_mha_forward(tgt, memory,'),
+            ('dh1 = dz2 + dq_ca', 'dh1 = dz2'),
+            ('dtgt = dz1 + dq_sa', 'dtgt = dz1 + dq_ca + dq_sa'),
+        ],
+        also=([('_mha_forward(h1, memory,', '_mha_forward(tgt, memory,')],)),
+    Mistake("dec_padding_mask_ignored", "the memory padding mask never applied",
+            "memory_key_padding_mask (B, T) marks padded memory positions (True = padding): the "
+            "cross-attention must not attend to them (-inf on those keys, for every head and query).",
+            "pass memory_key_padding_mask[:, None, None, :] as the cross-attention's blocked keys.",
+        [
+            ('[p[k] for k in CA], num_heads, pad)', '[p[k] for k in CA], num_heads, None)'),
+        ]),
+    Mistake("dec_pre_ln", "pre-LN written where post-LN was asked",
+            "post-LN (torch's default, norm_first=False) normalises after each residual: "
+            "h = LN(x + f(x)). pre-LN normalises each branch's input, h = x + f(LN(x)), a different "
+            "function of the same weights.",
+            "h1 = LN1(tgt + SA(tgt)); h2 = LN2(h1 + CA(h1, memory)); y = LN3(h2 + FF(h2)).",
+        [
+            (_POST_LN_FORWARD, _PRE_LN_FORWARD),
+            (_POST_LN_BACKWARD, _PRE_LN_BACKWARD),
+        ]),
+)

@@ -13,6 +13,32 @@ from ...engine.definition import MISSING, Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 240
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention', 'heads', 'norms', 'residual')
+
+
+def _g(*names):
+    return tuple(f"grads[{n}]" for n in names)
+
+
+_ATTENTION_BACKWARD = (("the attention's output projection", _g("Wo")), ("the attention's values", _g("Wv")),
+                       ("the attention's scores and softmax", _g("Wq", "Wk")))
+
+#: its sub-blocks, for "where it goes wrong" (engine/localise.py): how each is switched off, and the
+#: order the backward visits them (post-LN: LN2, FF, LN1, SA; pre-LN: FF, LN2, SA, LN1)
+LOCALISE = {
+    "switch_off": (("the mask", {"mask": None}),
+                   ("the head split and merge", {"num_heads": 1}),
+                   ("the attention's scores and softmax (q, k, the scale)", {"params.Wq": 0}),
+                   ("the feed-forward", {"params.W2": 0, "params.b2": 0}),
+                   ("the self-attention", {"params.Wo": 0})),
+    "backward": lambda inputs: (
+        ((("the feed-forward", _g("W2", "b2", "W1", "b1")), ("LN2", _g("gamma2", "beta2")))
+         + _ATTENTION_BACKWARD + (("LN1", _g("gamma1", "beta1")),))
+        if inputs["norm_first"] else
+        ((("LN2", _g("gamma2", "beta2")), ("the feed-forward", _g("W2", "b2", "W1", "b1")),
+          ("LN1", _g("gamma1", "beta1"))) + _ATTENTION_BACKWARD)) + (("the input gradient", ("dx",)),),
+}
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'encoder_layer'}
 

@@ -13,6 +13,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 230
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('softmax', 'attention')
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'scaled_dot_product_attention',
           'inputs': {'query': 'q', 'key': 'k', 'value': 'v'},

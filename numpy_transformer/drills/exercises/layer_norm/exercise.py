@@ -12,6 +12,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 20
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('norms',)
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'layer_norm',
           'inputs': {'x': 'x', 'weight': 'gamma', 'bias': 'beta'},
