@@ -24,7 +24,8 @@ FAMILIES = (
            "The statistic is 1/sqrt(var + eps) (torch's): 1/(sqrt(var) + eps) differs, most where the "
            "variance is tiny.",
            "rstd = 1.0 / np.sqrt(var + eps).",
-           (((r"np\.sqrt\((np\.mean\((\w+) \* \2, (?:axis=)?-1, keepdims=True\)) \+ (EPS|eps)\)", r"(np.sqrt(\1) + \3)"),),)),
+           (((r"np\.sqrt\((np\.mean\((\w+) \* \2, (?:axis=)?-1, keepdims=True\)) \+ (EPS|eps)\)",
+               r"(np.sqrt(\1) + \3)"),),)),
     Family("norm_backward_no_gamma", "the norm's backward forgot gamma in dx",
            "y = xhat * gamma, so the gradient reaching xhat is dy * gamma, not dy.",
            "dxhat = dy * gamma.",
