@@ -1,7 +1,7 @@
 """The drills' coaching: each test feeds the grader a file making one mistake and checks what it says.
 
-* an in-place change of an input FAILS (tests/drills/test_drills.py); a diagnosis is named only when it explains
-  most of the failure (the two reported misdiagnoses reproduced), else one quiet line;
+* an in-place change of an input FAILS (tests/drills/test_drill_broken_files.py); a diagnosis is named only
+  when it explains most of the failure (the two reported misdiagnoses reproduced), else one quiet line;
 * what the failing cases share ("fails only when approximate='tanh'", "with a mask", "with pre-LN",
   "with repeated ids");
 * the gradient check of the candidate's own forward, the smallest failing case and ``--dump``;
@@ -20,7 +20,7 @@ import numpy as np
 
 import numpy_transformer.drills as drills
 from numpy_transformer.drills.engine import diagnosis, mock, stats
-from tests.drills.test_drills import (
+from tests.drills.drill_helpers import (
     DATA_DIR,
     MISTAKES,
     ROOT,

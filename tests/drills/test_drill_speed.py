@@ -8,7 +8,7 @@ benchmarks/bench_drills.py; a test never reads a clock).
   then only the pairs that matched there (it used to try every pair on every failing case for 8 s);
 * the smallest failing case is the same whatever the machine's load (a count, not a clock, bounds it);
 * the cases that decide PASS/FAIL are not reduced: every listed mistake is still caught
-  (tests/drills/test_drills.py) on the default 40 cases.
+  (tests/drills/test_drill_grading.py) on the default 40 cases.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy_transformer.drills as drills
 from numpy_transformer.drills.engine import grader, judge, probe
 from numpy_transformer.drills.engine.definition import Exercise
 from numpy_transformer.drills.exercises import draw_case
-from tests.drills.test_drills import apply_patches, solution_source
+from tests.drills.drill_helpers import apply_patches, solution_source
 
 
 def _counting_worker(monkeypatch):

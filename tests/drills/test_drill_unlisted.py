@@ -23,7 +23,7 @@ import re
 import pytest
 
 import numpy_transformer.drills as drills
-from tests.drills.test_drills import check_inprocess, flat, solution_source
+from tests.drills.drill_helpers import check_inprocess, flat, solution_source
 
 NAMES = sorted(drills.EXERCISES)
 NAMING_GOAL = 0.94

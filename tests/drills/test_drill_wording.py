@@ -18,7 +18,7 @@ import numpy as np
 import numpy_transformer.drills as drills
 from numpy_transformer.drills.engine import diagnose, diagnosis, judge
 from numpy_transformer.drills.exercises import draw_case
-from tests.drills.test_drills import apply_patches, check_inprocess, flat, solution_source
+from tests.drills.drill_helpers import apply_patches, check_inprocess, flat, solution_source
 
 
 def test_shared_option_and_tag_are_said_once(tmp_path):

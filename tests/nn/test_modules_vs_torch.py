@@ -136,7 +136,7 @@ def test_is_causal_hint_against_torch(kind):
       mask (documented difference) -- which is torch's answer with the causal mask given;
     * the right hint: torch's answer (whichever path it takes) is ours;
     * a wrong hint: torch's answer depends on the code path (the hint without need_weights, the mask
-      with it), so we refuse it (tests/cli/test_bad_input.py)."""
+      with it), so we refuse it (tests/cli/test_bad_input_modules.py)."""
     rng = np.random.default_rng(0)
     d, h, s = 4, 2, 3
     x = rng.standard_normal((2, s, d))

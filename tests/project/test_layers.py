@@ -297,3 +297,40 @@ def test_the_readme_map_names_every_layer_bottom_to_top():
     layers = [name for level in LEVELS for name in level
               if "." not in name and os.path.isdir(os.path.join(ROOT, PKG, name))]
     assert named == layers, f"the map's layers {named} are not the package's, bottom to top: {layers}"
+
+
+#: issue 23: a file reads as one topic; past this many lines it is split by topic
+MAX_LINES = 500
+#: the folders whose Python files the limit covers (tests/drills/unlisted/ included: none of its files is near it)
+SIZED = ("numpy_transformer", "reference_torch", "tests", "benchmarks")
+
+
+def _python_files_above(limit, folders=SIZED, root=ROOT):
+    """``(path relative to root, line count)`` of every ``.py`` file under ``folders`` with more than
+    ``limit`` lines."""
+    long = []
+    for folder in folders:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, folder)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    with open(path, encoding="utf-8") as fh:
+                        count = sum(1 for _ in fh)
+                    if count > limit:
+                        long.append((os.path.relpath(path, root), count))
+    return long
+
+
+def test_no_python_file_is_above_500_lines():
+    assert all(os.path.isdir(os.path.join(ROOT, folder)) for folder in SIZED), SIZED
+    long = _python_files_above(MAX_LINES)
+    assert not long, f"files above {MAX_LINES} lines (split them by topic): {long}"
+
+
+def test_the_line_limit_check_sees_a_long_file(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "pkg" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert _python_files_above(MAX_LINES, ("pkg",), str(tmp_path)) == [(os.path.join("pkg", "sub", "long.py"),
+                                                                          MAX_LINES + 1)]
