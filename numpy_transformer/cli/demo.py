@@ -42,7 +42,7 @@ def register(subparsers):
     p.add_argument("--seq-len", type=positive_int, default=10, help="sequence length S (default 10)")
     p.add_argument("--memory-len", type=positive_int, default=12, help="--block decoder: the memory's length T "
                    "(default 12)")
-    p.add_argument("--activation", choices=["relu", "gelu", "silu"], default="relu")
+    p.add_argument("--activation", choices=nn.activations.ACTIVATION_NAMES, default="relu")
     p.add_argument("--norm-first", action="store_true", help="pre-LN instead of post-LN")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64",
                    help="float64 (default) makes the oracle comparison exact to ~1e-15")

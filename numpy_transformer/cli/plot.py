@@ -30,6 +30,7 @@ import numpy as np
 
 from ..study import attention_maps
 from ..study.attention_maps import attention_modules, attention_weights
+from ..study.plot_positions import KINDS as POSITION_KINDS
 from ..study.plotting import token_labels
 from . import parse_tokens
 
@@ -60,7 +61,7 @@ def register(subparsers):
 
     q = sub.add_parser("positional", help="a position scheme: the sinusoidal or a learned table, rotary angles and "
                        "scores, ALiBi's biases, T5's relative buckets")
-    q.add_argument("--kind", choices=["sinusoidal", "learned", "rope", "alibi", "relative"], default=None,
+    q.add_argument("--kind", choices=POSITION_KINDS, default=None,
                    help="which scheme (default sinusoidal, or the checkpoint's); learned needs --checkpoint, "
                         "relative draws a checkpoint's learned biases when given one")
     q.add_argument("--nhead", type=int, default=8, help="alibi/relative: heads (default 8)")

@@ -45,14 +45,13 @@ from ..utils.checks import (
     check_probability,
     check_token_batch,
 )
-from .score_bias import alibi_encoder_bias, position_scores, with_padding
+from .score_bias import BIAS_POSITIONS, alibi_encoder_bias, position_scores, with_padding
 
 __all__ = ["TransformerModel", "POS_ENCODINGS", "ACTIVATIONS", "alibi_encoder_bias", "check_model_options"]
 
 #: the position schemes the encoder implements (the vocabulary of ``pos_encoding=``)
 POS_ENCODINGS = ("sinusoidal", "learned", "relative", "alibi", "none")
 ACTIVATIONS = ACTIVATION_NAMES              # the activations' one vocabulary (numpy_transformer.nn.activations)
-BIAS_POSITIONS = ("relative", "alibi")      # position schemes added to the attention scores
 
 
 def check_model_options(d_model, nhead, dropout, activation, pos_encoding, pos_encodings=POS_ENCODINGS):

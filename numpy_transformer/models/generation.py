@@ -6,7 +6,7 @@ A model is usable when it follows the protocol :class:`numpy_transformer.GPT` do
 * ``model(ids)`` -> logits (B, S, V), a full forward;
 * ``model(ids, past_key_values=cache, use_cache=True)`` -> ``(logits, cache)``: the new positions
   ``ids`` after the cached ones (``cache=None`` starts one); the cache has ``reorder_cache(rows)``;
-* optionally ``model.max_len`` (the most positions it accepts) and ``model.train``/``eval``;
+* optionally ``model.max_len`` (the most positions it accepts);
 * for a left-padded batch, ``attention_mask=`` (B, T) over all T positions so far, in both calls.
 
 Every step takes the logits of the last position (cast to float64 for the processing below), picks
@@ -16,8 +16,12 @@ whole sequence again (the same tokens: ``tests/models/test_generation.py``).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
+from ..nn.modes import eval_mode
+from ..nn.module import Module
 from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int, check_token_batch
 
 __all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
@@ -111,7 +115,9 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     Parameters
     ----------
     model : a model with the cached-forward protocol (module docstring), e.g. :class:`numpy_transformer.GPT`
-        Run in eval mode (dropout off) during generation; its mode is restored afterwards.
+        An ``nt.nn.Module`` runs in eval mode (dropout off) during generation (:func:`~numpy_transformer.nn.eval_mode`):
+        afterwards each submodule is back in its own mode (a frozen block left in eval stays so); any
+        other model runs in the mode it is in.
     ids : ndarray (B, S), integer
         One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
         marked in ``attention_mask``.
@@ -206,10 +212,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     length_penalty = check_number(length_penalty, "length_penalty")
     rng = as_generator(seed)
     use_cache = _check_use_cache(use_cache)
-    was_training = getattr(model, "training", False)
-    if hasattr(model, "eval"):
-        model.eval()
-    try:
+    with eval_mode(model) if isinstance(model, Module) else nullcontext():
         step = _Stepper(model, use_cache, mask)
         if num_beams > 1:
             return _beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
@@ -224,9 +227,6 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
                 scores = top_p_filter(scores, top_p)
             return sample_from_logits(scores, rng)
         return _decode(step, ids, max_new_tokens, pick, eos, pad)
-    finally:
-        if hasattr(model, "train"):
-            model.train(was_training)
 
 
 def _divide_by_temperature(scores, temperature):

@@ -13,14 +13,14 @@ import numpy as np
 from ..nn.block import FFNS, GATED_FFNS
 from ..nn.block import NORMS as _BLOCK_NORMS
 from ..utils.checks import as_float_dtype, check_number, check_positive_int, check_probability
+from .score_bias import BIAS_POSITIONS
 
 __all__ = ["GPTConfig", "llama_config", "POSITIONS", "GPT_FFNS", "GPT_ONLY_FFNS", "NORMS", "BIAS_POSITIONS"]
 
 #: the position schemes GPT implements (:mod:`.gpt`); the vocabulary of ``positions=``
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 #: the schemes that need TransformerBlocks: rotary q/k, or a bias on the attention scores
-BLOCK_POSITIONS = ("rope", "alibi", "relative")
-BIAS_POSITIONS = ("alibi", "relative")
+BLOCK_POSITIONS = ("rope", *BIAS_POSITIONS)
 # the feed-forwards and norms are the block's (numpy_transformer.nn.block: FFNS, GATED_FFNS, NORMS)
 #: the feed-forwards only GPT builds: "gelu_new", Hugging Face GPT-2's tanh GELU (nt.GELU(approximate="tanh"))
 GPT_ONLY_FFNS = ("gelu_new",)

@@ -12,7 +12,11 @@ import numpy as np
 
 from .. import functional as F
 
-__all__ = ["position_scores", "with_padding", "alibi_encoder_bias"]
+__all__ = ["BIAS_POSITIONS", "position_scores", "with_padding", "alibi_encoder_bias"]
+
+#: the position schemes that live on the attention scores (:func:`position_scores` adds them), the one
+#: definition the encoder, GPT and their PyTorch twins read
+BIAS_POSITIONS = ("relative", "alibi")
 
 
 def alibi_encoder_bias(num_heads, s, is_causal, dtype):

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..nn import Dropout, Embedding, KVCache, LearnedPositionalEmbedding, Linear, PositionalEncoding, Transformer
 from ..nn.kv_cache import resolve_use_cache
+from ..nn.modes import eval_mode
 from ..utils.checks import as_float_dtype, as_generator, check_grad, check_mask, check_positive_int, check_token_batch
 from .encoder import ModelBase, check_model_options
 
@@ -195,8 +196,9 @@ class Seq2SeqModel(ModelBase):
     def greedy_decode(self, src, max_len, bos_token_id, eos_token_id, pad_token_id=0, src_key_padding_mask=None,
                       use_cache=True):
         """Greedy generation: ids (B, max_len), each row the argmax token at every step until it emits
-        ``eos_token_id`` (kept), then ``pad_token_id``. Runs in eval mode (no dropout) and restores the
-        mode. The memory is computed once; with ``use_cache`` (default) each step runs the decoder on
+        ``eos_token_id`` (kept), then ``pad_token_id``. Runs in eval mode (no dropout,
+        :func:`~numpy_transformer.nn.eval_mode`): each submodule's own mode is restored afterwards. The
+        memory is computed once; with ``use_cache`` (default) each step runs the decoder on
         the newest token only, through the KV cache, else over the whole prefix: the same tokens."""
         max_len = check_positive_int(max_len, "max_len")
         if max_len > self.max_len:            # the last step reads BOS + max_len - 1 tokens
@@ -206,9 +208,7 @@ class Seq2SeqModel(ModelBase):
                         ("pad_token_id", pad_token_id)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < self.tgt_vocab_size:
                 raise ValueError(f"{name} must be an id in [0, {self.tgt_vocab_size}), got {v!r}")
-        was = self.training
-        self.eval()
-        try:
+        with eval_mode(self):
             memory = self.encode(src, src_key_padding_mask)                        # (B, T, D), once
             b = memory.shape[0]
             ys = np.full((b, 1), bos_token_id, dtype=np.int64)
@@ -225,8 +225,6 @@ class Seq2SeqModel(ModelBase):
                 done |= nxt == eos_token_id
                 if done.all():
                     break
-        finally:
-            self.train(was)
         out = np.full((b, max_len), pad_token_id, dtype=np.int64)
         out[:, :ys.shape[1] - 1] = ys[:, 1:]
         return out

@@ -99,5 +99,6 @@ def activation_module(activation):
         return activation
     if isinstance(activation, str) and activation in ACTIVATIONS:
         return ACTIVATIONS[activation]()
-    raise ValueError("activation must be 'relu', 'gelu' or 'silu' (or an nt.ReLU/nt.GELU/nt.SiLU module), "
+    *first, last = map(repr, ACTIVATION_NAMES)
+    raise ValueError(f"activation must be {', '.join(first)} or {last} (or an nt.ReLU/nt.GELU/nt.SiLU module), "
                      f"got {activation!r}")

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..nn.modes import eval_mode
+
 __all__ = ["attention_modules", "attention_weights", "capture_attention", "token_names", "WHICH"]
 
 WHICH = ("self", "cross")
@@ -102,12 +104,8 @@ def attention_weights(model, *inputs, which=None, **kwargs):
     output, parameters and train/eval mode are unchanged afterwards.
     """
     _, attns, _ = attention_modules(model, which)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         _, weights = capture_attention(attns, lambda: model(*[np.asarray(x) for x in inputs], **kwargs))
-    finally:
-        model.train(was_training)
     return weights
 
 

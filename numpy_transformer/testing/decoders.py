@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import nn
+from ..nn.activations import ACTIVATION_NAMES
 from .masks import CROSS_MASKS, SELF_MASKS, make_masks
 
 __all__ = ["DECODER_KINDS", "MEMORY_MASKS", "draw_decoder", "build_decoder", "make_decoder_inputs",
@@ -47,7 +48,7 @@ def draw_decoder(c, cfg, min_width, min_len, activation=None, norm_first=None, t
     cfg["F"] = c.integers(min_width, 8)
     cfg.update(sizes or {})
     cfg["D"] = cfg["H"] * cfg["Dh"]
-    cfg.update( activation=_pick(c, ("relu", "gelu", "silu"), activation),
+    cfg.update( activation=_pick(c, ACTIVATION_NAMES, activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2),
                tgt_mask=_pick(c, SELF_MASKS, tgt_mask), memory_mask=_pick(c, MEMORY_MASKS, memory_mask))
     if "causal" in cfg["memory_mask"] and cfg["S"] == 1:

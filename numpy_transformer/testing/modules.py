@@ -15,6 +15,8 @@ from typing import Any, Callable, Dict
 import numpy as np
 
 from .. import nn
+from ..models.gpt_config import POSITIONS
+from ..nn.activations import ACTIVATION_NAMES
 from ..nn.block import FFNS, GATED_FFNS, NORMS
 from .blocks import BLOCK_KINDS, block_call_args, block_input_grads, build_block, draw_block, make_block_inputs
 from .decoders import (
@@ -126,7 +128,7 @@ def _draw_mha(c, cfg, min_width, min_len, add_bias_kv=None, add_zero_attn=None, 
 def _draw_layer(c, cfg, min_width, min_len, activation=None, norm_first=None, mask=None, unbatched=None):
     _attention(c, cfg, cross_allowed=False, min_width=max(min_width, MIN_LAYER_NORM_D), min_len=min_len, mask=mask,
                unbatched=unbatched)
-    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ("relu", "gelu", "silu"), activation),
+    cfg.update(F=c.integers(min_width, 8), activation=_pick(c, ACTIVATION_NAMES, activation),
                norm_first=_pick(c, (False, True), norm_first), eps=c.log_uniform(1e-12, 1e-2))
 
 
@@ -156,7 +158,7 @@ def _draw_gpt(c, cfg, min_width, min_len, positions=None, tie_word_embeddings=No
               num_kv_heads="draw", s=None):
     h = c.integers(1, 4)
     b, s = c.integers(1, 3), c.integers(max(min_len, 1), 6) if s is None else s
-    positions = _pick(c, ("learned", "sinusoidal", "rope", "alibi", "relative", "none"), positions)
+    positions = _pick(c, POSITIONS, positions)
     dh = c.integers(-(-max(min_width, MIN_LAYER_NORM_D) // h), 4)
     dh += dh % 2 if positions == "rope" else 0                  # rotary pairs need an even head width
     kv = c.choice([k for k in range(1, h + 1) if h % k == 0]) if num_kv_heads == "draw" else num_kv_heads

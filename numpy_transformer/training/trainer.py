@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..nn.modes import eval_mode
 from ..optim import OPTIMIZERS, clip_grad_norm_
 from ..study.trace import trace as _trace_block
 from ..tasks.data import Batcher
@@ -185,12 +186,8 @@ class Trainer:
     def predict(self, src):
         """Greedy prediction in eval mode (no dropout): the encoder's argmax per position (B, S); the
         seq2seq model's generated target rows (B, tgt_len), PAD after the EOS."""
-        was = self.model.training
-        self.model.eval()
-        try:
+        with eval_mode(self.model):
             return self.kind.predict(self.model, src, self.data)
-        finally:
-            self.model.train(was)
 
     def evaluate(self, split="val", max_examples=None, batch_size=250):
         return self.kind.evaluate(self.model, *self.data.split(split), criterion=self.criterion,

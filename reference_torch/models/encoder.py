@@ -27,14 +27,13 @@ import torch.nn.functional as F
 from torch import nn
 
 import numpy_transformer as nt
+from numpy_transformer.models.score_bias import BIAS_POSITIONS
 
 from ..convert import numpy_dtype, torch_dtype
 from ..nn import block as RB
 from ..nn.activations import activation
 from ..nn.module import set_dropout_masks
 from ..nn.position_bias import RelativePositionBias, alibi_bias
-
-BIAS_POSITIONS = ("relative", "alibi")
 
 _activation_fn = activation    # for __init__, whose ``activation`` argument shadows the function
 

@@ -37,5 +37,5 @@ def activation(spec):
             return _ACTIVATIONS[spec]
     elif callable(spec):
         return spec
-    raise ValueError("activation must be 'relu', 'gelu', 'silu', an nt.ReLU/nt.GELU/nt.SiLU module or a callable, "
-                     f"got {spec!r}")
+    raise ValueError(f"activation must be one of {', '.join(map(repr, _ACTIVATIONS))}, an nt.ReLU/nt.GELU/nt.SiLU "
+                     f"module or a callable, got {spec!r}")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
+from numpy_transformer.models.score_bias import BIAS_POSITIONS
 from reference_torch.nn import position_bias as RP
 from reference_torch.table import torch_module
 
@@ -285,7 +286,7 @@ def test_module_refusals_leave_it_usable():
 # plugging a bias into attention (what the models will do)
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["alibi", "relative"])
+@pytest.mark.parametrize("kind", BIAS_POSITIONS)
 @pytest.mark.parametrize("causal", [True, False])
 def test_bias_as_a_float_attn_mask_of_multihead_attention_matches_torch(kind, causal):
     """An (H, S, T) bias tiled to a float (B*H, S, T) attn_mask (plus -inf above the diagonal when

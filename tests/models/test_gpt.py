@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
+from numpy_transformer.models.gpt_config import NORMS, POSITIONS
 from reference_torch.models import gpt as RG
 
 torch.set_num_threads(1)
@@ -100,9 +101,9 @@ def test_from_torch_round_trip():
 # ------------------------------------------------------------------------------------------------
 
 @given(seed=st.integers(0, 2**31), b=st.integers(1, 3), prompt=st.integers(1, 5), chunk=st.integers(1, 3),
-       positions=st.sampled_from(["learned", "sinusoidal", "rope", "alibi", "relative", "none"]), tie=st.booleans(),
+       positions=st.sampled_from(POSITIONS), tie=st.booleans(),
        heads=st.sampled_from([1, 2, 4]), bias=st.booleans(), ffn=st.sampled_from(["gelu", "relu", "silu", "swiglu"]),
-       norm=st.sampled_from(["layernorm", "rmsnorm"]), mqa=st.booleans())
+       norm=st.sampled_from(NORMS), mqa=st.booleans())
 def test_cached_decoding_equals_full_forward_at_every_step(seed, b, prompt, chunk, positions, tie, heads, bias,
                                                            ffn, norm, mqa):
     """The prompt in one call, then the rest ``chunk`` tokens at a time: every position's logits equal

@@ -128,6 +128,9 @@ def test_each_choice_vocabulary_is_defined_once_and_derived_everywhere():
     assert gpt_config.GPT_FFNS == (*nn_block.FFNS, *gpt_config.GPT_ONLY_FFNS)
     assert gpt_config.GPT_ONLY_FFNS == ("gelu_new",)
     assert gpt_config.NORMS == tuple(nn_block.NORMS)
+    from numpy_transformer.models import encoder, score_bias
+    assert gpt_config.BIAS_POSITIONS is encoder.BIAS_POSITIONS is score_bias.BIAS_POSITIONS
+    assert gpt_config.BLOCK_POSITIONS == ("rope", *score_bias.BIAS_POSITIONS)
     assert kinds.GPTKind.activations is gpt_config.GPT_FFNS
     assert kinds.EncoderKind.activations == kinds.Seq2SeqKind.activations == tuple(activations.ACTIVATIONS)
     assert kinds.GPTKind.positions is gpt_config.POSITIONS
@@ -143,6 +146,73 @@ def test_each_choice_vocabulary_is_defined_once_and_derived_everywhere():
             allowed = (folder, name) in {("models", "gpt_config.py"), ("models", "encoder.py"),
                                          ("models", "seq2seq.py")}
             assert allowed or not defs, f"{folder}/{name} spells a choice vocabulary itself: {defs}"
+
+
+#: where each vocabulary of names is written out: (file under the repository, the module-level name)
+VOCABULARY_DEFINITIONS = {("numpy_transformer/models/gpt_config.py", "POSITIONS"),
+                          ("numpy_transformer/models/encoder.py", "POS_ENCODINGS"),
+                          ("numpy_transformer/models/score_bias.py", "BIAS_POSITIONS"),
+                          ("numpy_transformer/study/plot_positions.py", "KINDS")}
+
+
+def _vocabularies():
+    """Every choice vocabulary (activations, feed-forwards, norms, position schemes) by name. The seq2seq
+    model's ("sinusoidal", "learned") is left out: the same two names are also the natural subset of
+    table positions a GPT test draws from, not a copy of that vocabulary."""
+    from numpy_transformer.models import encoder, score_bias
+    from numpy_transformer.study import plot_positions
+    return {"ACTIVATION_NAMES": activations.ACTIVATION_NAMES, "FFNS": nn_block.FFNS,
+            "GPT_FFNS": gpt_config.GPT_FFNS, "NORMS": tuple(nn_block.NORMS), "POSITIONS": gpt_config.POSITIONS,
+            "encoder POS_ENCODINGS": encoder.POS_ENCODINGS, "BIAS_POSITIONS": score_bias.BIAS_POSITIONS,
+            "plot KINDS": plot_positions.KINDS}
+
+
+def _spelled_vocabularies(source, rel, vocabularies):
+    """``(line, vocabulary)`` for each literal tuple/list/set of strings in ``source`` whose names are
+    exactly one vocabulary's, outside its definition, and each string that embeds one's repr (an error
+    message that lists the choices)."""
+    by_set = {frozenset(v): name for name, v in vocabularies.items()}
+    tree = ast.parse(source)
+    defining = {id(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and (rel, node.targets[0].id) in VOCABULARY_DEFINITIONS}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2 and id(node) not in defining \
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            name = by_set.get(frozenset(e.value for e in node.elts))
+            if name is not None:
+                found.append((node.lineno, name))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(node.lineno, name) for name, v in vocabularies.items() if repr(tuple(v))[1:-1] in node.value]
+    return found
+
+
+def test_no_file_spells_out_a_choice_vocabulary_outside_its_definition():
+    vocabularies = _vocabularies()
+    found = []
+    for top in ("numpy_transformer", "reference_torch", "tests"):
+        for root, _, files in os.walk(os.path.join(str(REPO_ROOT), top)):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(root, name)
+                rel = os.path.relpath(path, str(REPO_ROOT)).replace(os.sep, "/")
+                with open(path, encoding="utf-8") as f:
+                    found += [f"{rel}:{line} ({vocab})" for line, vocab in
+                              _spelled_vocabularies(f.read(), rel, vocabularies)]
+    assert not found, f"import the vocabulary instead of writing its names out: {found}"
+
+
+def test_the_vocabulary_detector_finds_tuples_lists_and_messages():
+    vocabularies = _vocabularies()
+    names = activations.ACTIVATION_NAMES                     # built here: this file spells none out itself
+    src = (f"A = {tuple(reversed(names))!r}\nB = {list(nn_block.NORMS)!r}\n"
+           f"C = \"activation must be one of {names}\"\nD = {names[:2]!r}\n")
+    assert _spelled_vocabularies(src, "x.py", vocabularies) == [(1, "ACTIVATION_NAMES"), (2, "NORMS"),
+                                                                 (3, "ACTIVATION_NAMES")]
+    definition = 'BIAS_POSITIONS = ("relative", "alibi")\n'
+    assert _spelled_vocabularies(definition, "numpy_transformer/models/score_bias.py", vocabularies) == []
+    assert _spelled_vocabularies(definition, "numpy_transformer/models/gpt_config.py", vocabularies) == \
+        [(1, "BIAS_POSITIONS")]
 
 
 # -- blocks own their cached forward; GPT re-implements none --------------------------------------------------

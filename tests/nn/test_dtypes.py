@@ -11,6 +11,7 @@ import pytest
 
 import numpy_transformer as nt
 import numpy_transformer.functional as F
+from numpy_transformer.nn.activations import ACTIVATION_NAMES
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.training.trainer import TrainConfig, Trainer
 
@@ -106,7 +107,7 @@ def test_float32_model_never_upcasts(functional_spy, activation, norm_first, pos
     assert len([r for r in t.records if r.phase == "backward"]) > 10
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
+@pytest.mark.parametrize("activation", ACTIVATION_NAMES)
 @pytest.mark.parametrize("attention", ["standard", "tiled"])
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_float32_encoder_layer_never_upcasts(functional_spy, activation, attention, norm_first):

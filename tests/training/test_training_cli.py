@@ -10,7 +10,9 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.cli import main
+from numpy_transformer.models.encoder import POS_ENCODINGS as ENCODER_POSITIONS
 from numpy_transformer.models.gpt_config import GPT_FFNS
+from numpy_transformer.nn.activations import ACTIVATION_NAMES
 from numpy_transformer.training import checkpoint as ckpt_mod
 from numpy_transformer.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.training.trainer import TrainConfig, Trainer
@@ -150,10 +152,10 @@ def test_train_command_with_check_torch(tmp_path, capsys):
 @pytest.mark.parametrize("argv,message", [
     (["train", "--optimizer", "rmsprop"], "optimizer must be one of ['adam', 'adamw', 'sgd'], got 'rmsprop'"),
     (["train", "--activation", "tanh"], f"activation must be one of {GPT_FFNS}, got 'tanh'"),
-    (["train", "--activation", "swiglu"], "activation must be one of ('relu', 'gelu', 'silu') for --model encoder"),
+    (["train", "--activation", "swiglu"], f"activation must be one of {ACTIVATION_NAMES} for --model encoder"),
     (["train", "--norm", "rmsnorm"], "norm='rmsnorm' is an option of --model gpt only"),
     (["train", "--pos-encoding", "rope"],
-     "pos_encoding must be one of ('sinusoidal', 'learned', 'relative', 'alibi', 'none') for --model encoder"),
+     f"pos_encoding must be one of {ENCODER_POSITIONS} for --model encoder"),
     (["train", "--dtype", "float16"], "dtype must be 'float32' or 'float64'"),
     (["train", "--schedule", "cosine"], "schedule must be one of"),
     (["train", "--d-model", "30", "--nhead", "4"], "d_model must be divisible by nhead"),

@@ -157,7 +157,7 @@ def hf_model_type(cfg: GPTConfig) -> str:
         return "llama"
     raise PretrainedFolderError(
         "this GPT cannot be saved as a Hugging Face folder: GPT-2 needs positions='learned', norm='layernorm', "
-        "bias=True, ffn in ('gelu_new', 'gelu', 'relu', 'silu') and no grouped-query attention; Llama needs "
+        f"bias=True, ffn in {tuple(_FFN_TO_GPT2)} and no grouped-query attention; Llama needs "
         f"positions='rope', norm='rmsnorm', ffn='swiglu'; this one has positions={cfg.positions!r}, "
         f"norm={cfg.norm!r}, ffn={cfg.ffn!r}, bias={cfg.bias!r}, num_kv_heads={cfg.num_kv_heads!r}")
 
