@@ -19,58 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int, check_token_batch
+from .beam_search import beam_search
+from .logits_process import divide_by_temperature, log_softmax, sample_from_logits, top_k_filter, top_p_filter
 
 __all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
-
-
-def log_softmax(scores):
-    """``scores - logsumexp(scores)`` over the last axis (rows may hold -inf, not only -inf)."""
-    m = np.max(scores, axis=-1, keepdims=True)
-    shifted = scores - m
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-
-
-def top_k_filter(scores, top_k):
-    """Hugging Face's ``TopKLogitsWarper``: keep the ``top_k`` largest scores of each row (and any tied
-    with the k-th), set the rest to -inf. scores (B, V) -> (B, V)."""
-    k = min(top_k, scores.shape[-1])
-    kth = np.partition(scores, -k, axis=-1)[..., -k, None]                        # (B, 1)
-    return np.where(scores < kth, -np.inf, scores)
-
-
-def top_p_filter(scores, top_p, min_tokens_to_keep=1):
-    """Hugging Face's ``TopPLogitsWarper`` (nucleus filtering): sort each row ascending, drop the tokens
-    whose cumulative probability is ``<= 1 - top_p`` (the unlikely tail whose mass is at most
-    ``1 - top_p``), always keeping the ``min_tokens_to_keep`` most likely. scores (B, V) -> (B, V)."""
-    order = np.argsort(scores, axis=-1, kind="stable")                           # ascending
-    sorted_scores = np.take_along_axis(scores, order, axis=-1)
-    cum = np.cumsum(np.exp(log_softmax(sorted_scores)), axis=-1)                 # (B, V)
-    remove_sorted = cum <= 1 - top_p
-    remove_sorted[..., -min_tokens_to_keep:] = False
-    remove = np.empty_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)                     # back to vocabulary order
-    return np.where(remove, -np.inf, scores)
-
-
-def sample_from_logits(scores, rng):
-    """One token per row from ``softmax(scores)`` (B, V) by inverse CDF with one uniform draw per row;
-    a token of probability 0 is never drawn.
-
-    A row whose probabilities are not a distribution (a NaN or +inf score, or every score -inf) raises
-    ValueError, as ``torch.multinomial`` refuses "probability tensor contains either inf, nan or
-    element < 0" (NumPy's inverse CDF would silently draw token 0)."""
-    with np.errstate(invalid="ignore"):
-        probs = np.exp(log_softmax(scores))                                      # (B, V)
-    bad = np.flatnonzero(~np.isfinite(probs).all(axis=-1))
-    if len(bad):
-        row = scores[bad[0]]
-        raise ValueError(f"cannot sample: the scores of row {int(bad[0])} give no probability distribution "
-                         f"(probability tensor contains either inf, nan or element < 0: the row holds "
-                         f"{int(np.isnan(row).sum())} NaN, {int(np.isposinf(row).sum())} +inf and "
-                         f"{int(np.isneginf(row).sum())} -inf of {row.size} scores); check the model's logits")
-    cdf = np.cumsum(probs, axis=-1)
-    u = rng.random(scores.shape[0])[:, None] * cdf[:, -1:]                       # (B, 1)
-    return np.argmax(cdf > u, axis=-1)                                           # first index past u
 
 
 def _check_prompts(ids):
@@ -212,12 +164,12 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     try:
         step = _Stepper(model, use_cache, mask)
         if num_beams > 1:
-            return _beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
+            return beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
 
         def pick(scores):
             if not do_sample:
                 return np.argmax(scores, axis=-1)
-            scores = _divide_by_temperature(scores, temperature)
+            scores = divide_by_temperature(scores, temperature)
             if top_k is not None:
                 scores = top_k_filter(scores, top_k)
             if top_p is not None and top_p < 1:
@@ -227,22 +179,6 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
-
-
-def _divide_by_temperature(scores, temperature):
-    """``scores / temperature`` (B, V), Hugging Face's ``TemperatureLogitsWarper``, or where that division
-    overflows (a tiny temperature, e.g. 1e-310: ``1 / temperature`` is inf) its limit: each row shifted
-    by its maximum first, ``(scores - max) / temperature``, which has the same softmax, top-k and top-p
-    (all three are unchanged by adding a constant to a row) and cannot overflow: the maximum becomes 0
-    and every other score a finite negative number or -inf. So as the temperature goes to 0 sampling
-    becomes greedy (ties with the maximum share its probability), instead of Hugging Face's NaN
-    probabilities (inf / inf), which ``torch.multinomial`` refuses."""
-    with np.errstate(over="ignore"):
-        scaled = scores / temperature                                            # (B, V)
-    if (np.isfinite(scaled) | ~np.isfinite(scores)).all():
-        return scaled               # (NaN/inf logits are left for sample_from_logits to refuse)
-    with np.errstate(over="ignore"):
-        return (scores - scores.max(axis=-1, keepdims=True)) / temperature       # (B, V) the limit
 
 
 def _check_use_cache(use_cache):
@@ -301,96 +237,3 @@ def _decode(step, ids, n, pick, eos, pad):
         if not unfinished.any():
             break
     return seq
-
-
-class _BeamHypotheses:
-    """A prompt's finished hypotheses: the ``num_beams`` best by ``sum_logprobs / L ** length_penalty``
-    (``transformers``' ``BeamHypotheses``)."""
-
-    def __init__(self, num_beams, length_penalty, early_stopping, max_new_tokens):
-        self.num_beams, self.length_penalty = num_beams, length_penalty
-        self.early_stopping, self.max_new_tokens = early_stopping, max_new_tokens
-        self.beams = []                     # (score, tokens)
-        self.worst_score = 1e9
-
-    def add(self, tokens, sum_logprobs, generated_len):
-        score = sum_logprobs / generated_len ** self.length_penalty
-        if len(self.beams) < self.num_beams or score > self.worst_score:
-            self.beams.append((score, tokens))
-            if len(self.beams) > self.num_beams:
-                ranked = sorted((s, i) for i, (s, _) in enumerate(self.beams))
-                del self.beams[ranked[0][1]]
-                self.worst_score = ranked[1][0]
-            else:
-                self.worst_score = min(score, self.worst_score)
-
-    def is_done(self, best_sum_logprobs, generated_len):
-        """Can no live beam beat the worst of ``num_beams`` finished hypotheses any more?"""
-        if len(self.beams) < self.num_beams:
-            return False
-        if self.early_stopping is True:
-            return True
-        if self.early_stopping == "never" and self.length_penalty > 0:
-            generated_len = self.max_new_tokens                  # the longest a live beam can get
-        return self.worst_score >= best_sum_logprobs / generated_len ** self.length_penalty
-
-
-def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
-    """Beam search, ``transformers``' algorithm: every step ranks the K*V continuations of a prompt's K
-    beams by summed log-probability and keeps the ``max(2, 1 + n_eos) * K`` best (``n_eos`` the number of
-    eos ids; Hugging Face's ``beams_to_keep``); an eos among the K best finishes a hypothesis, the K
-    best others continue. Each beam contributes at most ``n_eos`` eos continuations, so the kept ones
-    always hold K that are not an eos (2K, as older ``transformers``, falls short when several eos ids
-    rank high: the search would go on from filler rows). The per-prompt bookkeeping loops over B (not a
-    hot path: the model's forward over all B*K rows is)."""
-    b, s = ids.shape
-    seq = np.repeat(ids, k, axis=0)                                              # (B*K, S)
-    step.repeat(k)
-    beam_scores = np.zeros((b, k))
-    beam_scores[:, 1:] = -1e9                 # the K copies are one beam until the first step splits them
-    beam_scores = beam_scores.reshape(-1)                                        # (B*K,)
-    hyps = [_BeamHypotheses(k, length_penalty, early_stopping, n) for _ in range(b)]
-    keep = max(2, 1 + (0 if eos is None else len(set(eos)))) * k     # ranked candidates per prompt and step
-    done = np.zeros(b, dtype=bool)
-    new = seq
-    for _ in range(n):
-        logp = log_softmax(step(seq, new))                                       # (B*K, V)
-        v = logp.shape[-1]
-        cand = (logp + beam_scores[:, None]).reshape(b, k * v)                   # (B, K*V)
-        top = np.argsort(-cand, axis=-1, kind="stable")[:, :keep]                # (B, keep) best first
-        top_scores = np.take_along_axis(cand, top, axis=-1)
-        generated = seq.shape[1] + 1 - s      # tokens generated once this step's token is appended
-        next_scores, next_tokens = np.zeros((b, k)), np.full((b, k), pad, dtype=np.int64)
-        next_rows = np.repeat(np.arange(b)[:, None] * k, k, axis=1)              # (B, K) done prompts: row 0
-        for i in range(b):
-            if done[i]:
-                continue
-            j = 0
-            for rank in range(top.shape[1]):
-                token, score, row = top[i, rank] % v, top_scores[i, rank], i * k + top[i, rank] // v
-                if eos is not None and token in eos:
-                    if rank < k:                                  # an eos below the K best is dropped
-                        hyps[i].add(np.append(seq[row], token), score, generated)   # with its own eos
-                else:
-                    next_scores[i, j], next_tokens[i, j], next_rows[i, j] = score, token, row
-                    j += 1
-                if j == k:
-                    break
-            done[i] = hyps[i].is_done(top_scores[i, 0], generated)
-        rows = next_rows.reshape(-1)
-        beam_scores = next_scores.reshape(-1)
-        new = next_tokens.reshape(-1, 1)
-        seq = np.concatenate([seq[rows], new], axis=1)                           # (B*K, T+1)
-        step.reorder(rows)
-        if done.all():
-            break
-    for i in range(b):                        # the live beams of unfinished prompts compete too
-        if not done[i]:
-            for j in range(k):
-                hyps[i].add(seq[i * k + j], beam_scores[i * k + j], seq.shape[1] - s)
-    best = [max(h.beams, key=lambda e: e[0])[1] for h in hyps]
-    out = np.full((b, max(len(t) for t in best)), pad, dtype=np.int64)
-    for i, tokens in enumerate(best):         # a finished hypothesis ends with the eos it produced
-        out[i, :len(tokens)] = tokens
-    return out
-
