@@ -68,8 +68,11 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
         marked in ``attention_mask``.
     max_new_tokens : int
-        Each prompt's real length + max_new_tokens must not exceed ``model.max_len`` (ValueError;
-        Hugging Face would warn and nanoGPT would crop the context: here it is a clear error).
+        How many tokens to add (>= 1). Generation may run past the model's ``max_len``
+        (block_size): the model then sees only each row's last ``max_len`` positions (nanoGPT's
+        crop), for every kind of positions (learned ones cannot go further; rotary, ALiBi and none
+        follow the same rule), and the KV cache is rebuilt from that window at each step. A prompt
+        longer than ``max_len`` is cropped the same way; the returned rows keep every token.
     do_sample : bool
         False: greedy (``num_beams=1``) or beam search. True: sample from the filtered distribution.
     temperature, top_k, top_p : sampling only
@@ -131,14 +134,6 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         if mask.all():
             mask = None                       # nothing padded: the plain path, the same tokens
     max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    longest = ids.shape[1] if mask is None else int(mask.sum(axis=1).max())
-    if max_len is not None and longest >= max_len:
-        raise ValueError(f"ids: a prompt of {longest} tokens leaves no room for a new token within the model's "
-                         f"max_len (block_size) {max_len}: prompts may hold at most {max_len - 1} tokens")
-    if max_len is not None and longest + max_new_tokens > max_len:
-        raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {longest} tokens needs "
-                         f"{longest + max_new_tokens} positions, more than the model's max_len (block_size) "
-                         f"{max_len}; ask for at most {max_len - longest} new tokens")
     temperature = check_number(temperature, "temperature", low=0, low_open=True)
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
@@ -162,7 +157,7 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     if hasattr(model, "eval"):
         model.eval()
     try:
-        step = _Stepper(model, use_cache, mask)
+        step = _Stepper(model, use_cache, mask, max_len)
         if num_beams > 1:
             return beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
 
@@ -195,16 +190,27 @@ class _Stepper:
     """The next-token scores (B, V) float64 of each row, with or without the cache; ``mask`` (B, S) bool
     (True = real) for a left-padded batch, grown by one real column per generated token."""
 
-    def __init__(self, model, use_cache, mask=None):
+    def __init__(self, model, use_cache, mask=None, max_len=None):
         self.model, self.use_cache, self.cache, self.mask = model, bool(use_cache), None, mask
+        self.max_len = max_len
 
     def __call__(self, seq, new):
-        """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen)."""
+        """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen).
+
+        Past ``max_len`` (block_size) the model sees only the last ``max_len`` columns (nanoGPT's crop,
+        ``idx[:, -block_size:]``): every position then shifts by one at each step, so no cached key
+        or value holds any more (learned positions are absolute); the cache is rebuilt from the
+        cropped window, one full forward of ``max_len`` positions per step."""
         kwargs = {}
         if self.mask is not None:
             grown = seq.shape[1] - self.mask.shape[1]                            # generated since the last call
             self.mask = np.concatenate([self.mask, np.ones((seq.shape[0], grown), dtype=bool)], axis=1)
             kwargs["attention_mask"] = self.mask                                 # (B, T), Hugging Face's way
+        if self.max_len is not None and seq.shape[1] > self.max_len:
+            seq = new = seq[:, -self.max_len:]                                   # (B, max_len) the crop
+            self.cache = None                                                    # rebuilt from the window
+            if self.mask is not None:
+                kwargs["attention_mask"] = self.mask[:, -self.max_len:]
         if self.use_cache:
             logits, self.cache = self.model(new, past_key_values=self.cache, use_cache=True, **kwargs)
         else:
