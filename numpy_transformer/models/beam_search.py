@@ -42,7 +42,7 @@ class _BeamHypotheses:
         return self.worst_score >= best_sum_logprobs / generated_len ** self.length_penalty
 
 
-def beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
+def beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping, process=None, n_return=1):
     """Beam search, ``transformers``' algorithm: every step ranks the K*V continuations of a prompt's K
     beams by summed log-probability and keeps the ``max(2, 1 + n_eos) * K`` best (``n_eos`` the number of
     eos ids; Hugging Face's ``beams_to_keep``); an eos among the K best finishes a hypothesis, the K
@@ -62,6 +62,8 @@ def beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
     new = seq
     for _ in range(n):
         logp = log_softmax(step(seq, new))                                       # (B*K, V)
+        if process is not None:
+            logp = process(logp, seq)         # Hugging Face processes the log-probabilities
         v = logp.shape[-1]
         cand = (logp + beam_scores[:, None]).reshape(b, k * v)                   # (B, K*V)
         top = np.argsort(-cand, axis=-1, kind="stable")[:, :keep]                # (B, keep) best first
@@ -95,9 +97,9 @@ def beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
         if not done[i]:
             for j in range(k):
                 hyps[i].add(seq[i * k + j], beam_scores[i * k + j], seq.shape[1] - s)
-    best = [max(h.beams, key=lambda e: e[0])[1] for h in hyps]
-    out = np.full((b, max(len(t) for t in best)), pad, dtype=np.int64)
+    best = [tokens for h in hyps                      # each prompt's n_return best, best first
+            for _, tokens in sorted(h.beams, key=lambda e: -e[0])[:n_return]]
+    out = np.full((len(best), max(len(t) for t in best)), pad, dtype=np.int64)
     for i, tokens in enumerate(best):         # a finished hypothesis ends with the eos it produced
         out[i, :len(tokens)] = tokens
     return out
-

@@ -20,9 +20,10 @@ import numpy as np
 
 from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int, check_token_batch
 from .beam_search import beam_search
+from .generation_options import GenerateOutput, Hooks, Processors, resolve_length
 from .logits_process import divide_by_temperature, log_softmax, sample_from_logits, top_k_filter, top_p_filter
 
-__all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
+__all__ = ["generate", "GenerateOutput", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
 
 
 def _check_prompts(ids):
@@ -55,9 +56,11 @@ def _token_list(value, name, vocab_size):
     return [int(v) for v in values]
 
 
-def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None, top_p=None, num_beams=1,
-             eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
-             use_cache=True, attention_mask=None):
+def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=1.0, top_k=None, top_p=None,
+             num_beams=1, eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
+             use_cache=True, attention_mask=None, *, input_ids=None, max_length=None, min_new_tokens=None,
+             repetition_penalty=None, no_repeat_ngram_size=None, num_return_sequences=1, output_scores=False,
+             return_dict_in_generate=False, streamer=None, stopping_criteria=None):
     """Continue the prompts ``ids`` (B, S) by up to ``max_new_tokens`` tokens, as ``transformers``' ``generate``.
 
     Parameters
@@ -66,8 +69,10 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         Run in eval mode (dropout off) during generation; its mode is restored afterwards.
     ids : ndarray (B, S), integer
         One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
-        marked in ``attention_mask``.
+        marked in ``attention_mask``. ``input_ids=`` (Hugging Face's name) is the same; pass one.
     max_new_tokens : int
+        Or ``max_length``, Hugging Face's total: the prompt's width S (padding included) + the new
+        tokens, so ``max_new_tokens = max_length - S``. Pass exactly one of them.
         How many tokens to add (>= 1). Generation may run past the model's ``max_len``
         (block_size): the model then sees only each row's last ``max_len`` positions (nanoGPT's
         crop), for every kind of positions (learned ones cannot go further; rotary, ALiBi and none
@@ -115,14 +120,46 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
         prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt
         (ValueError). Default: every token real.
+    input_ids, max_length : see ``ids`` and ``max_new_tokens``.
+    repetition_penalty : float > 0, optional
+        Hugging Face's ``RepetitionPenaltyLogitsProcessor``: the score of every token already in the
+        row (prompt and padding included, as Hugging Face's ``input_ids``) is divided by it where
+        positive, multiplied where negative. 1.0 (or None) changes nothing.
+    no_repeat_ngram_size : int, optional
+        Hugging Face's ``NoRepeatNGramLogitsProcessor``: no n-gram of this size occurs twice in a row
+        (prompt included). 0 or None: off.
+    min_new_tokens : int, optional
+        Hugging Face's ``MinNewTokensLengthLogitsProcessor``: every eos id gets -inf until this many
+        tokens are generated. Needs ``eos_token_id`` (ValueError; Hugging Face ignores it silently).
+        The three processors run in Hugging Face's order (repetition, n-grams, min new tokens) on the
+        logits, then temperature, top-k and top-p when sampling; beam search applies them to the
+        log-probabilities, as Hugging Face.
+    num_return_sequences : int
+        Sampling: each prompt is repeated this many times (consecutive rows, each its own draws).
+        Beam search: the best ``num_return_sequences <= num_beams`` hypotheses of each prompt, best
+        first. Greedy refuses > 1 (as Hugging Face: every copy would be the same).
+    output_scores, return_dict_in_generate : bool
+        ``return_dict_in_generate=True`` returns a :class:`GenerateOutput` (``.sequences``, ``.scores``);
+        ``output_scores=True`` fills ``.scores`` with each step's processed scores (B, V) (greedy and
+        sampling; beam search raises). ``output_scores`` without the dict raises.
+    streamer : object with ``put`` and ``end``, or a callable, optional
+        Hugging Face's streamer protocol: ``put(prompts)`` (B, S) first, then ``put(tokens)`` (B,) at each
+        step, then ``end()``. A plain callable receives each step's tokens (B,). Not with beams.
+    stopping_criteria : callable or list of callables, optional
+        ``criterion(seq, scores)`` (the sequences so far (B, T), this step's processed scores (B, V)) ->
+        a bool or (B,) bool: True ends that row, as Hugging Face's ``StoppingCriteriaList`` (any of
+        them). An ended row continues with ``pad_token_id`` when ``eos_token_id`` is given, and as
+        Hugging Face keeps generating real tokens otherwise, until every row has ended. Not with beams.
 
     Returns
     -------
-    ndarray (B, S + generated), int64
-        The prompts (padding included) and their continuations.
+    ndarray (B * num_return_sequences, S + generated), int64, or GenerateOutput
+        The prompts (padding included) and their continuations; with ``return_dict_in_generate``,
+        inside a :class:`GenerateOutput`.
     """
     max_len = getattr(model, "max_len", None)
     vocab_size = getattr(model, "vocab_size", None)
+    ids, max_new_tokens = resolve_length(ids, input_ids, max_new_tokens, max_length)
     ids = _check_prompts(ids)
     mask = None
     if attention_mask is not None:
@@ -133,7 +170,6 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
                              "least one real token per row to condition on (e.g. a start-of-sequence id)")
         if mask.all():
             mask = None                       # nothing padded: the plain path, the same tokens
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
     temperature = check_number(temperature, "temperature", low=0, low_open=True)
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
@@ -153,24 +189,44 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     length_penalty = check_number(length_penalty, "length_penalty")
     rng = as_generator(seed)
     use_cache = _check_use_cache(use_cache)
+    process = Processors(ids.shape[1], eos, repetition_penalty, no_repeat_ngram_size, min_new_tokens)
+    hooks = Hooks(streamer, stopping_criteria, output_scores, return_dict_in_generate)
+    n_ret = check_positive_int(num_return_sequences, "num_return_sequences")
+    if num_beams > 1 and hooks.per_step:
+        raise ValueError("streamer, stopping_criteria and output_scores work with greedy search and sampling; beam "
+                         "search (num_beams > 1) supports none of them")
+    if n_ret > 1 and not do_sample and num_beams == 1:
+        raise ValueError(f"num_return_sequences={n_ret} with greedy search would return the same sequence "
+                         f"{n_ret} times: pass do_sample=True or num_beams >= {n_ret} (as Hugging Face)")
+    if n_ret > num_beams > 1:
+        raise ValueError(f"num_return_sequences={n_ret} must be <= num_beams={num_beams}: beam search keeps "
+                         f"{num_beams} hypotheses per prompt")
+    if do_sample and n_ret > 1:
+        ids = np.repeat(ids, n_ret, axis=0)                                      # (B*n, S)
+        mask = None if mask is None else np.repeat(mask, n_ret, axis=0)
     was_training = getattr(model, "training", False)
     if hasattr(model, "eval"):
         model.eval()
     try:
         step = _Stepper(model, use_cache, mask, max_len)
         if num_beams > 1:
-            return beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
+            return hooks.output(beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty,
+                                            early_stopping, process, n_ret))
 
-        def pick(scores):
+        def warp(scores, seq):
+            scores = process(scores, seq)
             if not do_sample:
-                return np.argmax(scores, axis=-1)
+                return scores
             scores = divide_by_temperature(scores, temperature)
             if top_k is not None:
                 scores = top_k_filter(scores, top_k)
             if top_p is not None and top_p < 1:
                 scores = top_p_filter(scores, top_p)
-            return sample_from_logits(scores, rng)
-        return _decode(step, ids, max_new_tokens, pick, eos, pad)
+            return scores
+
+        def pick(scores):
+            return sample_from_logits(scores, rng) if do_sample else np.argmax(scores, axis=-1)
+        return hooks.output(_decode(step, ids, max_new_tokens, warp, pick, eos, pad, hooks))
     finally:
         if hasattr(model, "train"):
             model.train(was_training)
@@ -229,17 +285,24 @@ class _Stepper:
             self.mask = self.mask[rows]
 
 
-def _decode(step, ids, n, pick, eos, pad):
-    """Greedy or sampling: one token per row and step; finished rows (eos seen) continue with ``pad``."""
+def _decode(step, ids, n, warp, pick, eos, pad, hooks):
+    """Greedy or sampling: one token per row and step; finished rows (eos seen, or a stopping criterion
+    when there is an eos) continue with ``pad``; as Hugging Face's ``_sample``."""
     seq, new = ids, ids
     unfinished = np.ones(ids.shape[0], dtype=bool)
+    hooks.start(ids)
     for _ in range(n):
-        tok = pick(step(seq, new))                                               # (B,)
+        scores = warp(step(seq, new), seq)                                       # (B, V) processed
+        tok = pick(scores)                                                       # (B,)
         if eos is not None:
             tok = np.where(unfinished, tok, pad)
-            unfinished &= ~np.isin(tok, eos)
+        hooks.step(tok, scores)
         new = tok[:, None].astype(np.int64)
         seq = np.concatenate([seq, new], axis=1)                                 # (B, T+1)
+        if eos is not None:
+            unfinished &= ~np.isin(tok, eos)
+        unfinished &= ~hooks.stop(seq, scores)
         if not unfinished.any():
             break
+    hooks.end()
     return seq
