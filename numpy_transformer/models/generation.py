@@ -253,8 +253,9 @@ class _Stepper:
     def __call__(self, seq, new):
         """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen).
 
-        Past ``max_len`` (block_size) the model sees only the last ``max_len`` columns (nanoGPT's crop,
-        ``idx[:, -block_size:]``): every position then shifts by one at each step, so no cached key
+        Once a row holds more than ``max_len`` (block_size) real tokens, the model sees only the last
+        ``max_len`` columns (nanoGPT's crop, ``idx[:, -block_size:]``; left padding inside them stays
+        masked, so each row sees what it would alone): every position then shifts by one at each step, so no cached key
         or value holds any more (learned positions are absolute); the cache is rebuilt from the
         cropped window, one full forward of ``max_len`` positions per step."""
         kwargs = {}
@@ -262,7 +263,8 @@ class _Stepper:
             grown = seq.shape[1] - self.mask.shape[1]                            # generated since the last call
             self.mask = np.concatenate([self.mask, np.ones((seq.shape[0], grown), dtype=bool)], axis=1)
             kwargs["attention_mask"] = self.mask                                 # (B, T), Hugging Face's way
-        if self.max_len is not None and seq.shape[1] > self.max_len:
+        longest = seq.shape[1] if self.mask is None else int(self.mask.sum(axis=1).max())   # real tokens
+        if self.max_len is not None and longest > self.max_len:
             seq = new = seq[:, -self.max_len:]                                   # (B, max_len) the crop
             self.cache = None                                                    # rebuilt from the window
             if self.mask is not None:
