@@ -23,58 +23,11 @@ import numpy as np
 from ..nn.modes import eval_mode
 from ..nn.module import Module
 from ..utils.checks import as_generator, check_attention_mask, check_number, check_positive_int, check_token_batch
+from .beam_search import beam_search
+from .generation_options import GenerateOutput, Hooks, Processors, resolve_length
+from .logits_process import divide_by_temperature, log_softmax, sample_from_logits, top_k_filter, top_p_filter
 
-__all__ = ["generate", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
-
-
-def log_softmax(scores):
-    """``scores - logsumexp(scores)`` over the last axis (rows may hold -inf, not only -inf)."""
-    m = np.max(scores, axis=-1, keepdims=True)
-    shifted = scores - m
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-
-
-def top_k_filter(scores, top_k):
-    """Hugging Face's ``TopKLogitsWarper``: keep the ``top_k`` largest scores of each row (and any tied
-    with the k-th), set the rest to -inf. scores (B, V) -> (B, V)."""
-    k = min(top_k, scores.shape[-1])
-    kth = np.partition(scores, -k, axis=-1)[..., -k, None]                        # (B, 1)
-    return np.where(scores < kth, -np.inf, scores)
-
-
-def top_p_filter(scores, top_p, min_tokens_to_keep=1):
-    """Hugging Face's ``TopPLogitsWarper`` (nucleus filtering): sort each row ascending, drop the tokens
-    whose cumulative probability is ``<= 1 - top_p`` (the unlikely tail whose mass is at most
-    ``1 - top_p``), always keeping the ``min_tokens_to_keep`` most likely. scores (B, V) -> (B, V)."""
-    order = np.argsort(scores, axis=-1, kind="stable")                           # ascending
-    sorted_scores = np.take_along_axis(scores, order, axis=-1)
-    cum = np.cumsum(np.exp(log_softmax(sorted_scores)), axis=-1)                 # (B, V)
-    remove_sorted = cum <= 1 - top_p
-    remove_sorted[..., -min_tokens_to_keep:] = False
-    remove = np.empty_like(remove_sorted)
-    np.put_along_axis(remove, order, remove_sorted, axis=-1)                     # back to vocabulary order
-    return np.where(remove, -np.inf, scores)
-
-
-def sample_from_logits(scores, rng):
-    """One token per row from ``softmax(scores)`` (B, V) by inverse CDF with one uniform draw per row;
-    a token of probability 0 is never drawn.
-
-    A row whose probabilities are not a distribution (a NaN or +inf score, or every score -inf) raises
-    ValueError, as ``torch.multinomial`` refuses "probability tensor contains either inf, nan or
-    element < 0" (NumPy's inverse CDF would silently draw token 0)."""
-    with np.errstate(invalid="ignore"):
-        probs = np.exp(log_softmax(scores))                                      # (B, V)
-    bad = np.flatnonzero(~np.isfinite(probs).all(axis=-1))
-    if len(bad):
-        row = scores[bad[0]]
-        raise ValueError(f"cannot sample: the scores of row {int(bad[0])} give no probability distribution "
-                         f"(probability tensor contains either inf, nan or element < 0: the row holds "
-                         f"{int(np.isnan(row).sum())} NaN, {int(np.isposinf(row).sum())} +inf and "
-                         f"{int(np.isneginf(row).sum())} -inf of {row.size} scores); check the model's logits")
-    cdf = np.cumsum(probs, axis=-1)
-    u = rng.random(scores.shape[0])[:, None] * cdf[:, -1:]                       # (B, 1)
-    return np.argmax(cdf > u, axis=-1)                                           # first index past u
+__all__ = ["generate", "GenerateOutput", "top_k_filter", "top_p_filter", "sample_from_logits", "log_softmax"]
 
 
 def _check_prompts(ids):
@@ -107,9 +60,11 @@ def _token_list(value, name, vocab_size):
     return [int(v) for v in values]
 
 
-def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None, top_p=None, num_beams=1,
-             eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
-             use_cache=True, attention_mask=None):
+def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=1.0, top_k=None, top_p=None,
+             num_beams=1, eos_token_id=None, pad_token_id=None, length_penalty=1.0, early_stopping=False, seed=None,
+             use_cache=True, attention_mask=None, *, input_ids=None, max_length=None, min_new_tokens=None,
+             repetition_penalty=None, no_repeat_ngram_size=None, num_return_sequences=1, output_scores=False,
+             return_dict_in_generate=False, streamer=None, stopping_criteria=None):
     """Continue the prompts ``ids`` (B, S) by up to ``max_new_tokens`` tokens, as ``transformers``' ``generate``.
 
     Parameters
@@ -120,10 +75,15 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         other model runs in the mode it is in.
     ids : ndarray (B, S), integer
         One prompt per row, S >= 1; prompts of unequal length are padded on the left (any id) and
-        marked in ``attention_mask``.
+        marked in ``attention_mask``. ``input_ids=`` (Hugging Face's name) is the same; pass one.
     max_new_tokens : int
-        Each prompt's real length + max_new_tokens must not exceed ``model.max_len`` (ValueError;
-        Hugging Face would warn and nanoGPT would crop the context: here it is a clear error).
+        Or ``max_length``, Hugging Face's total: the prompt's width S (padding included) + the new
+        tokens, so ``max_new_tokens = max_length - S``. Pass exactly one of them.
+        How many tokens to add (>= 1). Generation may run past the model's ``max_len``
+        (block_size): the model then sees only each row's last ``max_len`` positions (nanoGPT's
+        crop), for every kind of positions (learned ones cannot go further; rotary, ALiBi and none
+        follow the same rule), and the KV cache is rebuilt from that window at each step. A prompt
+        longer than ``max_len`` is cropped the same way; the returned rows keep every token.
     do_sample : bool
         False: greedy (``num_beams=1``) or beam search. True: sample from the filtered distribution.
     temperature, top_k, top_p : sampling only
@@ -166,14 +126,46 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
         tokens (sampling draws one uniform per row and step: a batch's draws differ from a lone
         prompt's); generated tokens are real (the mask grows by 1s). A row of only 0s is an empty prompt
         (ValueError). Default: every token real.
+    input_ids, max_length : see ``ids`` and ``max_new_tokens``.
+    repetition_penalty : float > 0, optional
+        Hugging Face's ``RepetitionPenaltyLogitsProcessor``: the score of every token already in the
+        row (prompt and padding included, as Hugging Face's ``input_ids``) is divided by it where
+        positive, multiplied where negative. 1.0 (or None) changes nothing.
+    no_repeat_ngram_size : int, optional
+        Hugging Face's ``NoRepeatNGramLogitsProcessor``: no n-gram of this size occurs twice in a row
+        (prompt included). 0 or None: off.
+    min_new_tokens : int, optional
+        Hugging Face's ``MinNewTokensLengthLogitsProcessor``: every eos id gets -inf until this many
+        tokens are generated. Needs ``eos_token_id`` (ValueError; Hugging Face ignores it silently).
+        The three processors run in Hugging Face's order (repetition, n-grams, min new tokens) on the
+        logits, then temperature, top-k and top-p when sampling; beam search applies them to the
+        log-probabilities, as Hugging Face.
+    num_return_sequences : int
+        Sampling: each prompt is repeated this many times (consecutive rows, each its own draws).
+        Beam search: the best ``num_return_sequences <= num_beams`` hypotheses of each prompt, best
+        first. Greedy refuses > 1 (as Hugging Face: every copy would be the same).
+    output_scores, return_dict_in_generate : bool
+        ``return_dict_in_generate=True`` returns a :class:`GenerateOutput` (``.sequences``, ``.scores``);
+        ``output_scores=True`` fills ``.scores`` with each step's processed scores (B, V) (greedy and
+        sampling; beam search raises). ``output_scores`` without the dict raises.
+    streamer : object with ``put`` and ``end``, or a callable, optional
+        Hugging Face's streamer protocol: ``put(prompts)`` (B, S) first, then ``put(tokens)`` (B,) at each
+        step, then ``end()``. A plain callable receives each step's tokens (B,). Not with beams.
+    stopping_criteria : callable or list of callables, optional
+        ``criterion(seq, scores)`` (the sequences so far (B, T), this step's processed scores (B, V)) ->
+        a bool or (B,) bool: True ends that row, as Hugging Face's ``StoppingCriteriaList`` (any of
+        them). An ended row continues with ``pad_token_id`` when ``eos_token_id`` is given, and as
+        Hugging Face keeps generating real tokens otherwise, until every row has ended. Not with beams.
 
     Returns
     -------
-    ndarray (B, S + generated), int64
-        The prompts (padding included) and their continuations.
+    ndarray (B * num_return_sequences, S + generated), int64, or GenerateOutput
+        The prompts (padding included) and their continuations; with ``return_dict_in_generate``,
+        inside a :class:`GenerateOutput`.
     """
     max_len = getattr(model, "max_len", None)
     vocab_size = getattr(model, "vocab_size", None)
+    ids, max_new_tokens = resolve_length(ids, input_ids, max_new_tokens, max_length)
     ids = _check_prompts(ids)
     mask = None
     if attention_mask is not None:
@@ -184,15 +176,6 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
                              "least one real token per row to condition on (e.g. a start-of-sequence id)")
         if mask.all():
             mask = None                       # nothing padded: the plain path, the same tokens
-    max_new_tokens = check_positive_int(max_new_tokens, "max_new_tokens")
-    longest = ids.shape[1] if mask is None else int(mask.sum(axis=1).max())
-    if max_len is not None and longest >= max_len:
-        raise ValueError(f"ids: a prompt of {longest} tokens leaves no room for a new token within the model's "
-                         f"max_len (block_size) {max_len}: prompts may hold at most {max_len - 1} tokens")
-    if max_len is not None and longest + max_new_tokens > max_len:
-        raise ValueError(f"max_new_tokens={max_new_tokens} after a prompt of {longest} tokens needs "
-                         f"{longest + max_new_tokens} positions, more than the model's max_len (block_size) "
-                         f"{max_len}; ask for at most {max_len - longest} new tokens")
     temperature = check_number(temperature, "temperature", low=0, low_open=True)
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
@@ -212,37 +195,41 @@ def generate(model, ids, max_new_tokens, do_sample=False, temperature=1.0, top_k
     length_penalty = check_number(length_penalty, "length_penalty")
     rng = as_generator(seed)
     use_cache = _check_use_cache(use_cache)
+    process = Processors(ids.shape[1], eos, repetition_penalty, no_repeat_ngram_size, min_new_tokens)
+    hooks = Hooks(streamer, stopping_criteria, output_scores, return_dict_in_generate)
+    n_ret = check_positive_int(num_return_sequences, "num_return_sequences")
+    if num_beams > 1 and hooks.per_step:
+        raise ValueError("streamer, stopping_criteria and output_scores work with greedy search and sampling; beam "
+                         "search (num_beams > 1) supports none of them")
+    if n_ret > 1 and not do_sample and num_beams == 1:
+        raise ValueError(f"num_return_sequences={n_ret} with greedy search would return the same sequence "
+                         f"{n_ret} times: pass do_sample=True or num_beams >= {n_ret} (as Hugging Face)")
+    if n_ret > num_beams > 1:
+        raise ValueError(f"num_return_sequences={n_ret} must be <= num_beams={num_beams}: beam search keeps "
+                         f"{num_beams} hypotheses per prompt")
+    if do_sample and n_ret > 1:
+        ids = np.repeat(ids, n_ret, axis=0)                                      # (B*n, S)
+        mask = None if mask is None else np.repeat(mask, n_ret, axis=0)
     with eval_mode(model) if isinstance(model, Module) else nullcontext():
-        step = _Stepper(model, use_cache, mask)
+        step = _Stepper(model, use_cache, mask, max_len)
         if num_beams > 1:
-            return _beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty, early_stopping)
+            return hooks.output(beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty,
+                                            early_stopping, process, n_ret))
 
-        def pick(scores):
+        def warp(scores, seq):
+            scores = process(scores, seq)
             if not do_sample:
-                return np.argmax(scores, axis=-1)
-            scores = _divide_by_temperature(scores, temperature)
+                return scores
+            scores = divide_by_temperature(scores, temperature)
             if top_k is not None:
                 scores = top_k_filter(scores, top_k)
             if top_p is not None and top_p < 1:
                 scores = top_p_filter(scores, top_p)
-            return sample_from_logits(scores, rng)
-        return _decode(step, ids, max_new_tokens, pick, eos, pad)
+            return scores
 
-
-def _divide_by_temperature(scores, temperature):
-    """``scores / temperature`` (B, V), Hugging Face's ``TemperatureLogitsWarper``, or where that division
-    overflows (a tiny temperature, e.g. 1e-310: ``1 / temperature`` is inf) its limit: each row shifted
-    by its maximum first, ``(scores - max) / temperature``, which has the same softmax, top-k and top-p
-    (all three are unchanged by adding a constant to a row) and cannot overflow: the maximum becomes 0
-    and every other score a finite negative number or -inf. So as the temperature goes to 0 sampling
-    becomes greedy (ties with the maximum share its probability), instead of Hugging Face's NaN
-    probabilities (inf / inf), which ``torch.multinomial`` refuses."""
-    with np.errstate(over="ignore"):
-        scaled = scores / temperature                                            # (B, V)
-    if (np.isfinite(scaled) | ~np.isfinite(scores)).all():
-        return scaled               # (NaN/inf logits are left for sample_from_logits to refuse)
-    with np.errstate(over="ignore"):
-        return (scores - scores.max(axis=-1, keepdims=True)) / temperature       # (B, V) the limit
+        def pick(scores):
+            return sample_from_logits(scores, rng) if do_sample else np.argmax(scores, axis=-1)
+        return hooks.output(_decode(step, ids, max_new_tokens, warp, pick, eos, pad, hooks))
 
 
 def _check_use_cache(use_cache):
@@ -259,16 +246,29 @@ class _Stepper:
     """The next-token scores (B, V) float64 of each row, with or without the cache; ``mask`` (B, S) bool
     (True = real) for a left-padded batch, grown by one real column per generated token."""
 
-    def __init__(self, model, use_cache, mask=None):
+    def __init__(self, model, use_cache, mask=None, max_len=None):
         self.model, self.use_cache, self.cache, self.mask = model, bool(use_cache), None, mask
+        self.max_len = max_len
 
     def __call__(self, seq, new):
-        """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen)."""
+        """``seq`` (B, T) the whole sequences so far, ``new`` (B, n) their last n tokens (not yet seen).
+
+        Once a row holds more than ``max_len`` (block_size) real tokens, the model sees only the last
+        ``max_len`` columns (nanoGPT's crop, ``idx[:, -block_size:]``; left padding inside them stays
+        masked, so each row sees what it would alone): every position then shifts by one at each step, so no cached key
+        or value holds any more (learned positions are absolute); the cache is rebuilt from the
+        cropped window, one full forward of ``max_len`` positions per step."""
         kwargs = {}
         if self.mask is not None:
             grown = seq.shape[1] - self.mask.shape[1]                            # generated since the last call
             self.mask = np.concatenate([self.mask, np.ones((seq.shape[0], grown), dtype=bool)], axis=1)
             kwargs["attention_mask"] = self.mask                                 # (B, T), Hugging Face's way
+        longest = seq.shape[1] if self.mask is None else int(self.mask.sum(axis=1).max())   # real tokens
+        if self.max_len is not None and longest > self.max_len:
+            seq = new = seq[:, -self.max_len:]                                   # (B, max_len) the crop
+            self.cache = None                                                    # rebuilt from the window
+            if self.mask is not None:
+                kwargs["attention_mask"] = self.mask[:, -self.max_len:]
         if self.use_cache:
             logits, self.cache = self.model(new, past_key_values=self.cache, use_cache=True, **kwargs)
         else:
@@ -287,110 +287,24 @@ class _Stepper:
             self.mask = self.mask[rows]
 
 
-def _decode(step, ids, n, pick, eos, pad):
-    """Greedy or sampling: one token per row and step; finished rows (eos seen) continue with ``pad``."""
+def _decode(step, ids, n, warp, pick, eos, pad, hooks):
+    """Greedy or sampling: one token per row and step; finished rows (eos seen, or a stopping criterion
+    when there is an eos) continue with ``pad``; as Hugging Face's ``_sample``."""
     seq, new = ids, ids
     unfinished = np.ones(ids.shape[0], dtype=bool)
+    hooks.start(ids)
     for _ in range(n):
-        tok = pick(step(seq, new))                                               # (B,)
+        scores = warp(step(seq, new), seq)                                       # (B, V) processed
+        tok = pick(scores)                                                       # (B,)
         if eos is not None:
             tok = np.where(unfinished, tok, pad)
-            unfinished &= ~np.isin(tok, eos)
+        hooks.step(tok, scores)
         new = tok[:, None].astype(np.int64)
         seq = np.concatenate([seq, new], axis=1)                                 # (B, T+1)
+        if eos is not None:
+            unfinished &= ~np.isin(tok, eos)
+        unfinished &= ~hooks.stop(seq, scores)
         if not unfinished.any():
             break
+    hooks.end()
     return seq
-
-
-class _BeamHypotheses:
-    """A prompt's finished hypotheses: the ``num_beams`` best by ``sum_logprobs / L ** length_penalty``
-    (``transformers``' ``BeamHypotheses``)."""
-
-    def __init__(self, num_beams, length_penalty, early_stopping, max_new_tokens):
-        self.num_beams, self.length_penalty = num_beams, length_penalty
-        self.early_stopping, self.max_new_tokens = early_stopping, max_new_tokens
-        self.beams = []                     # (score, tokens)
-        self.worst_score = 1e9
-
-    def add(self, tokens, sum_logprobs, generated_len):
-        score = sum_logprobs / generated_len ** self.length_penalty
-        if len(self.beams) < self.num_beams or score > self.worst_score:
-            self.beams.append((score, tokens))
-            if len(self.beams) > self.num_beams:
-                ranked = sorted((s, i) for i, (s, _) in enumerate(self.beams))
-                del self.beams[ranked[0][1]]
-                self.worst_score = ranked[1][0]
-            else:
-                self.worst_score = min(score, self.worst_score)
-
-    def is_done(self, best_sum_logprobs, generated_len):
-        """Can no live beam beat the worst of ``num_beams`` finished hypotheses any more?"""
-        if len(self.beams) < self.num_beams:
-            return False
-        if self.early_stopping is True:
-            return True
-        if self.early_stopping == "never" and self.length_penalty > 0:
-            generated_len = self.max_new_tokens                  # the longest a live beam can get
-        return self.worst_score >= best_sum_logprobs / generated_len ** self.length_penalty
-
-
-def _beam_search(step, ids, n, k, eos, pad, length_penalty, early_stopping):
-    """Beam search, ``transformers``' algorithm: every step ranks the K*V continuations of a prompt's K
-    beams by summed log-probability and keeps the ``max(2, 1 + n_eos) * K`` best (``n_eos`` the number of
-    eos ids; Hugging Face's ``beams_to_keep``); an eos among the K best finishes a hypothesis, the K
-    best others continue. Each beam contributes at most ``n_eos`` eos continuations, so the kept ones
-    always hold K that are not an eos (2K, as older ``transformers``, falls short when several eos ids
-    rank high: the search would go on from filler rows). The per-prompt bookkeeping loops over B (not a
-    hot path: the model's forward over all B*K rows is)."""
-    b, s = ids.shape
-    seq = np.repeat(ids, k, axis=0)                                              # (B*K, S)
-    step.repeat(k)
-    beam_scores = np.zeros((b, k))
-    beam_scores[:, 1:] = -1e9                 # the K copies are one beam until the first step splits them
-    beam_scores = beam_scores.reshape(-1)                                        # (B*K,)
-    hyps = [_BeamHypotheses(k, length_penalty, early_stopping, n) for _ in range(b)]
-    keep = max(2, 1 + (0 if eos is None else len(set(eos)))) * k     # ranked candidates per prompt and step
-    done = np.zeros(b, dtype=bool)
-    new = seq
-    for _ in range(n):
-        logp = log_softmax(step(seq, new))                                       # (B*K, V)
-        v = logp.shape[-1]
-        cand = (logp + beam_scores[:, None]).reshape(b, k * v)                   # (B, K*V)
-        top = np.argsort(-cand, axis=-1, kind="stable")[:, :keep]                # (B, keep) best first
-        top_scores = np.take_along_axis(cand, top, axis=-1)
-        generated = seq.shape[1] + 1 - s      # tokens generated once this step's token is appended
-        next_scores, next_tokens = np.zeros((b, k)), np.full((b, k), pad, dtype=np.int64)
-        next_rows = np.repeat(np.arange(b)[:, None] * k, k, axis=1)              # (B, K) done prompts: row 0
-        for i in range(b):
-            if done[i]:
-                continue
-            j = 0
-            for rank in range(top.shape[1]):
-                token, score, row = top[i, rank] % v, top_scores[i, rank], i * k + top[i, rank] // v
-                if eos is not None and token in eos:
-                    if rank < k:                                  # an eos below the K best is dropped
-                        hyps[i].add(np.append(seq[row], token), score, generated)   # with its own eos
-                else:
-                    next_scores[i, j], next_tokens[i, j], next_rows[i, j] = score, token, row
-                    j += 1
-                if j == k:
-                    break
-            done[i] = hyps[i].is_done(top_scores[i, 0], generated)
-        rows = next_rows.reshape(-1)
-        beam_scores = next_scores.reshape(-1)
-        new = next_tokens.reshape(-1, 1)
-        seq = np.concatenate([seq[rows], new], axis=1)                           # (B*K, T+1)
-        step.reorder(rows)
-        if done.all():
-            break
-    for i in range(b):                        # the live beams of unfinished prompts compete too
-        if not done[i]:
-            for j in range(k):
-                hyps[i].add(seq[i * k + j], beam_scores[i * k + j], seq.shape[1] - s)
-    best = [max(h.beams, key=lambda e: e[0])[1] for h in hyps]
-    out = np.full((b, max(len(t) for t in best)), pad, dtype=np.int64)
-    for i, tokens in enumerate(best):         # a finished hypothesis ends with the eos it produced
-        out[i, :len(tokens)] = tokens
-    return out
-

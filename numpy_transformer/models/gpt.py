@@ -327,7 +327,7 @@ class GPT(ModelBase):
         from .pretrained import save_pretrained
         save_pretrained(self, path)
 
-    def generate(self, ids, max_new_tokens, **kwargs):
+    def generate(self, ids=None, max_new_tokens=None, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.models.generation.generate`."""
         from .generation import generate
         return generate(self, ids, max_new_tokens, **kwargs)

@@ -68,15 +68,7 @@ DONE_WHEN = {      # the issue's "Done when" list: each entry point that takes t
                                            [f"max_len must be <= the model's max_len={MAXLEN}", f"got {MAXLEN + 1}"]),
     "Seq2SeqModel.greedy_decode src length": (lambda: _seq2seq().greedy_decode(np.ones((B, MAXLEN + 1), int), 3, 1, 2),
                                               ValueError, [f"src length {MAXLEN + 1} exceeds max_len={MAXLEN}"]),
-    "GPT.generate prompt + max_new_tokens": (lambda: _gpt().generate(np.ones((B, 5), int), 4), ValueError,
-                                             ["max_new_tokens=4 after a prompt of 5 tokens needs 9 positions",
-                                              f"max_len (block_size) {MAXLEN}", "ask for at most 3 new tokens"]),
-    "GPT.generate prompt past block_size": (lambda: _gpt().generate(np.ones((B, MAXLEN), int), 1), ValueError,
-                                            [f"ids: a prompt of {MAXLEN} tokens leaves no room",
-                                             f"at most {MAXLEN - 1} tokens"]),
-    "GPT.generate beams past block_size": (lambda: _gpt().generate(np.ones((B, 5), int), 4, num_beams=2,
-                                                                   use_cache=False), ValueError,
-                                           ["needs 9 positions", f"(block_size) {MAXLEN}"]),
+    # (generate past block_size crops, as nanoGPT: tests/models/test_generation_crop.py)
     "GPT forward past block_size": (lambda: _gpt()(np.ones((B, MAXLEN + 1), int)), ValueError,
                                     [f"ids: {MAXLEN + 1} positions exceed block_size={MAXLEN}"]),
     # an empty prompt

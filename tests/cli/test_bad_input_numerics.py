@@ -148,7 +148,7 @@ def test_a_tiny_temperature_samples_the_argmax(temperature):
 
 def test_a_tiny_temperature_shares_the_argmax_among_ties():
     scores = np.array([[1.0, 3.0, 3.0, -2.0]])
-    scaled = G._divide_by_temperature(scores, 1e-310)
+    scaled = G.divide_by_temperature(scores, 1e-310)
     assert np.array_equal(np.exp(G.log_softmax(scaled)), [[0, 0.5, 0.5, 0]])
 
 

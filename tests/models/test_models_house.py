@@ -278,9 +278,11 @@ def test_use_cache_is_resolved_in_one_place_and_checked_everywhere():
 
 def test_the_score_bias_is_written_once():
     for name, text in _sources("models").items():
-        if name != "score_bias.py":             # (generation's -inf is its filtering of logits, not a bias)
+        if name != "score_bias.py":             # (generation's -inf is its filtering of logits, not a bias;
+            #                                     the score processors moved to logits_process.py)
             assert "alibi_bias(" not in text and "relative_position_bias(" not in text, f"models/{name}"
-            assert name == "generation.py" or "-np.inf" not in text, f"models/{name} builds a padding bias"
+            filters = ("generation.py", "logits_process.py")
+            assert name in filters or "-np.inf" not in text, f"models/{name} builds a padding bias"
     from numpy_transformer.models import score_bias
     bias, const = score_bias.position_scores("alibi", 2, 3, past=2, dtype=np.float64)
     np.testing.assert_array_equal(const, nt.functional.alibi_bias(2, 3, 5, dtype=np.float64))

@@ -180,8 +180,11 @@ def test_a_mask_of_ones_changes_nothing_and_the_limit_counts_real_tokens():
     _, ids, mask = _padded([4, 2], seed=1)
     ids, mask = np.pad(ids, ((0, 0), (6, 0))), np.pad(mask, ((0, 0), (6, 0)))
     assert m.generate(ids, 8, attention_mask=mask).shape == (2, 18)
-    with pytest.raises(ValueError, match=r"max_new_tokens=9 after a prompt of 4 tokens needs 13"):
-        m.generate(ids, 9, attention_mask=mask)
+    # past 12 real tokens generation crops to the last 12 columns (nanoGPT): each row as if alone
+    prompts, _, _ = _padded([4, 2], seed=1)
+    out = m.generate(ids, 11, attention_mask=mask)
+    for row, prompt in zip(out, prompts):
+        np.testing.assert_array_equal(row[10 - len(prompt):], m.generate(prompt[None], 11)[0])
 
 
 # ------------------------------------------------------------------------------------------------
