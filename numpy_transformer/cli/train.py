@@ -69,6 +69,12 @@ def add_config_options(p):
                    + ", ".join(KINDS["encoder"].tasks) + f" (default {KINDS['encoder'].default_task}); seq2seq: "
                    + ", ".join(KINDS["seq2seq"].tasks) + f" (default {KINDS['seq2seq'].default_task}); gpt: "
                    + ", ".join(KINDS["gpt"].tasks) + f" (default {KINDS['gpt'].default_task})")
+    g.add_argument("--text", metavar="FILE", help="gpt: train a language model on this text file (task text; "
+                   "--seq-len is the block size; --num-train/--num-val are set from the text)")
+    g.add_argument("--tokenizer", choices=["char", "byte"], help="--text: one token per character of the file "
+                   "(UTF-8 text) or per byte (any file) (default char)")
+    g.add_argument("--val-fraction", type=float, help=f"--text: the fraction of the text's end held out "
+                   f"(default {_D.val_fraction})")
     g.add_argument("--digits", type=int, help=f"gpt's addition: digits per operand, e.g. 3 for 123+456=579 "
                    f"(default {_D.digits})")
     g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size}; "
