@@ -11,9 +11,9 @@ import numpy as np
 from ..models.gpt_config import NORMS
 from ..optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule
 from ..optim.lr_scheduler import LambdaLR
+from ..tasks.text import TOKENIZERS
 from ..utils.checks import check_number, check_positive_int, check_probability
 from .checkpoint import CheckpointError
-from ..tasks.text import TOKENIZERS
 from .kinds import KINDS, TEXT_TASK, get_kind
 
 __all__ = ["TrainConfig", "SCHEDULES"]
