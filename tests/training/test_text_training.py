@@ -93,3 +93,18 @@ def test_bad_text_files_are_one_error_line(tmp_path, capsys, content, tokenizer,
     assert status != 0 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --text ") and str(bad) in lines[0] and message in lines[0]
+
+
+def test_sample_from_a_hugging_face_folder_in_token_ids(tmp_path, text_file, capsys):
+    pytest.importorskip("safetensors")
+    ckpt, folder = tmp_path / "run.npz", tmp_path / "hf"
+    assert _train(capsys, "--text", text_file, "--steps", 2, "--pos-encoding", "learned", "--save", ckpt,
+                  "--no-log")[0] == 0
+    model = load_sampler(str(ckpt))[0]
+    model.save_pretrained(folder)
+    assert main(["sample", str(folder), "--prompt", "3 4", "--max-new-tokens", "3", "--greedy"]) == 0
+    out, err = capsys.readouterr()
+    want = model.generate(np.array([[3, 4]]), 3, use_cache=True)[0]
+    assert err == "" and out == " ".join(map(str, want.tolist()))
+    assert main(["sample", str(folder), "--prompt", "it was", "--max-new-tokens", "3"]) == 2
+    assert "the prompt is token ids" in capsys.readouterr().err
