@@ -221,6 +221,11 @@ def _log_path(args, save, stored):
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
     given = given_options(args)
+    if "text" in given and not args.resume:
+        fixed = [f"--{k.replace('_', '-')}" for k in ("num_train", "num_val") if k in given]
+        if fixed:
+            raise ValueError(f"{' and '.join(fixed)}: with --text the text decides the training windows and the "
+                             "held-out ones; set --val-fraction (and --seq-len) instead")
     _checked_settings(args, {})                          # refuse bad values before any work
     for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
         if path:                                         # refuse a path that cannot be written before training

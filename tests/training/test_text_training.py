@@ -108,3 +108,9 @@ def test_sample_from_a_hugging_face_folder_in_token_ids(tmp_path, text_file, cap
     assert err == "" and out == " ".join(map(str, want.tolist()))
     assert main(["sample", str(folder), "--prompt", "it was", "--max-new-tokens", "3"]) == 2
     assert "the prompt is token ids" in capsys.readouterr().err
+
+
+def test_num_train_with_text_is_refused(text_file, capsys):
+    status, out, err = _train(capsys, "--text", text_file, "--num-train", 50, "--steps", 2, "--no-log")
+    assert status != 0 and err.strip() == ("error: --num-train: with --text the text decides the training windows "
+                                           "and the held-out ones; set --val-fraction (and --seq-len) instead")
