@@ -114,3 +114,14 @@ def test_num_train_with_text_is_refused(text_file, capsys):
     status, out, err = _train(capsys, "--text", text_file, "--num-train", 50, "--steps", 2, "--no-log")
     assert status != 0 and err.strip() == ("error: --num-train: with --text the text decides the training windows "
                                            "and the held-out ones; set --val-fraction (and --seq-len) instead")
+
+
+def test_loading_a_text_checkpoint_counts_the_windows_as_views(tmp_path, text_file, capsys, monkeypatch):
+    """The windows at every offset share one array of ids: loading a text checkpoint does not estimate
+    them as num_train separate rows (which would refuse a large text on a machine that trains it)."""
+    from numpy_transformer.training import checkpoint_validate
+    ckpt = tmp_path / "run.npz"
+    assert _train(capsys, "--text", text_file, "--steps", 2, "--save", ckpt, "--no-log")[0] == 0
+    rows = load_checkpoint(str(ckpt)).config["num_train"]
+    monkeypatch.setattr(checkpoint_validate, "memory_bytes", lambda: rows * 500)   # rows: 1288 bytes each
+    assert load_checkpoint(str(ckpt)).extra_json["text"]["tokenizer"]["kind"] == "char"
