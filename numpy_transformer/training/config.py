@@ -14,7 +14,7 @@ from ..optim.lr_scheduler import LambdaLR
 from ..tasks.text import TOKENIZERS
 from ..utils.checks import check_number, check_positive_int, check_probability
 from .checkpoint import CheckpointError
-from .kinds import KINDS, TEXT_TASK, get_kind
+from .kinds import KINDS, TEXT_TASK, get_kind, kind_for
 
 __all__ = ["TrainConfig", "SCHEDULES"]
 
@@ -100,6 +100,7 @@ class TrainConfig:
         check_number(self.val_fraction, "val_fraction", 0, 1, low_open=True, high_open=True)
         if self.task is None:
             self.task = kind.default_task
+        kind = kind_for(self)                       # gpt on --text: the text kind
         kind.check_task(self.task)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")

@@ -180,7 +180,7 @@ class GPTKind(ModelKind):
     activations = GPT_FFNS
     positions = GPT_POSITIONS
     gpt_only = ()
-    tasks = lm.LM_TASKS + (TEXT_TASK,)
+    tasks = lm.LM_TASKS
     default_task = "addition"
 
     def make_data(self, c):
