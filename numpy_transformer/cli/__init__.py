@@ -15,7 +15,7 @@ import sys
 from ..utils.text import plain
 
 # One entry per command module; a module that is missing is simply not offered.
-COMMAND_MODULES = ["demo", "gradcheck", "check", "drill", "train", "ablate", "plot"]
+COMMAND_MODULES = ["demo", "gradcheck", "check", "drill", "train", "sample", "ablate", "plot"]
 
 
 def positive_int(text):

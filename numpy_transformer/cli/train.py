@@ -1,5 +1,12 @@
 """``train``, ``predict`` and ``evaluate``: train the NumPy Transformer on a synthetic task, and use it.
 
+``--model gpt --text FILE`` trains a character-level (``--tokenizer char``, the default) or byte-level
+(``--tokenizer byte``) language model on your own text instead, its last ``--val-fraction`` held out
+and ``--seq-len`` tokens of context; the final report compares the held-out loss (and perplexity)
+with the text's unigram entropy, and ``sample CHECKPOINT --prompt TEXT`` continues a prompt. An empty
+file, a file that is not UTF-8 with ``char``, or one too short for a window of ``--seq-len`` + 1
+tokens in both parts is refused with one error line naming it.
+
 ``python -m numpy_transformer train --task reverse --steps 1000 --save reverse.npz`` trains with a
 progress bar (loss, token accuracy, tokens/s), validates on held-out sequences every ``--eval-every``
 steps, prints a final report and writes a checkpoint (state_dict, optimizer state, configuration)
@@ -34,7 +41,7 @@ from ..models.gpt_config import NORMS
 from ..optim import OPTIMIZERS
 from ..training.checkpoint import check_save_path
 from ..training.interrupts import exit_status, interrupt_signals
-from ..training.kinds import KINDS
+from ..training.kinds import KINDS, TEXT_TASK
 from ..training.runlog import LOG_ELSEWHERE, check_log_path, default_log_path, resolve_stored_log
 from ..training.trainer import SCHEDULES, TrainConfig, Trainer
 from . import train_use
@@ -64,11 +71,18 @@ def add_config_options(p):
     g.add_argument("--model", choices=list(KINDS), help=f"encoder (one output per input position), seq2seq "
                    f"(encoder-decoder, generated targets) or gpt (decoder-only language model, generated "
                    f"answers) (default {_D.model})")
-    tasks = sorted({t for k in KINDS.values() for t in k.tasks})
+    tasks = sorted({t for k in KINDS.values() for t in k.tasks} - {TEXT_TASK})      # text: given by --text
     g.add_argument("--task", choices=tasks, help="synthetic task; encoder: "
                    + ", ".join(KINDS["encoder"].tasks) + f" (default {KINDS['encoder'].default_task}); seq2seq: "
                    + ", ".join(KINDS["seq2seq"].tasks) + f" (default {KINDS['seq2seq'].default_task}); gpt: "
-                   + ", ".join(KINDS["gpt"].tasks) + f" (default {KINDS['gpt'].default_task})")
+                   + ", ".join(t for t in KINDS["gpt"].tasks if t != TEXT_TASK)
+                   + f" (default {KINDS['gpt'].default_task}); --text FILE: your own text")
+    g.add_argument("--text", metavar="FILE", help="gpt: train a language model on this text file (task text; "
+                   "--seq-len is the block size; --num-train/--num-val are set from the text)")
+    g.add_argument("--tokenizer", choices=["char", "byte"], help="--text: one token per character of the file "
+                   "(UTF-8 text) or per byte (any file) (default char)")
+    g.add_argument("--val-fraction", type=float, help=f"--text: the fraction of the text's end held out "
+                   f"(default {_D.val_fraction})")
     g.add_argument("--digits", type=int, help=f"gpt's addition: digits per operand, e.g. 3 for 123+456=579 "
                    f"(default {_D.digits})")
     g.add_argument("--vocab-size", type=int, help=f"vocabulary V incl. PAD=0, EOS=1 (default {_D.vocab_size}; "
@@ -114,7 +128,7 @@ def add_config_options(p):
 
 def register(subparsers):
     p = subparsers.add_parser("train", help="train on a synthetic task (shift, copy, reverse, sort; seq2seq: "
-                              "reverse, dedup_sort, translate; gpt: addition)",
+                              "reverse, dedup_sort, translate; gpt: addition, or your own --text FILE)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_options(p)
     g = p.add_argument_group("run")
@@ -207,6 +221,11 @@ def _log_path(args, save, stored):
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
     given = given_options(args)
+    if "text" in given and not args.resume:
+        fixed = [f"--{k.replace('_', '-')}" for k in ("num_train", "num_val") if k in given]
+        if fixed:
+            raise ValueError(f"{' and '.join(fixed)}: with --text the text decides the training windows and the "
+                             "held-out ones; set --val-fraction (and --seq-len) instead")
     _checked_settings(args, {})                          # refuse bad values before any work
     for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
         if path:                                         # refuse a path that cannot be written before training

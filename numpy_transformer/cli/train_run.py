@@ -160,7 +160,13 @@ class TrainRun:
     def _header(self):
         c, out, trainer = self.c, self.out, self.trainer
         n_par = trainer.model.num_parameters()
-        if c.model == "gpt":
+        if c.task == "text":
+            d = trainer.data
+            out(fit(f"text {c.text}: {d.num_tokens:,} tokens ({c.tokenizer} tokenizer, vocab {d.vocab_size}); "
+                    f"{d.num_train_tokens:,} training tokens, the last {d.num_tokens - d.num_train_tokens:,} held out "
+                    f"(--val-fraction {c.val_fraction:g}); windows of {d.block_size} + 1 tokens (model gpt)"))
+            layers, ln = f"{c.num_layers} causal decoder block" + ("" if c.num_layers == 1 else "s"), "pre"
+        elif c.model == "gpt":
             d = trainer.data
             out(fit(f"task {c.task}: {c.digits}-digit + {c.digits}-digit, answer reversed (least-significant digit "
                     f"first), vocab {d.vocab_size}, {d.seq_len} tokens per sequence, {c.num_train} training / "
@@ -199,6 +205,11 @@ class TrainRun:
               + (f" ({self.tokens_seen / self.train_seconds:,.0f} training tokens/s)" if self.train_seconds else ""))
         print(fit(f"  held-out  {ev}"))
         print(fit(f"  training  {train_ev}"))
+        if c.task == "text":
+            h = trainer.data.entropy
+            print(fit(f"  held-out loss {ev.loss:.4f} nats/token = perplexity {np.exp(ev.loss):.2f}; the training "
+                      f"text's unigram entropy is {h:.4f} nats (perplexity {np.exp(h):.2f}): what a model knowing "
+                      f"only the {c.tokenizer} frequencies would reach"))
         if self.lockstep is not None:
             abs_err, rel = self.lockstep.check_weights()
             s = self.lockstep.stats

@@ -45,6 +45,9 @@ def _load(path):
 def run_predict(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
+        if c.task == "text":
+            raise ValueError(f"{args.checkpoint} is a language model of a text (train --text): continue a "
+                             "prompt with `sample CHECKPOINT --prompt TEXT`")
         if c.model == "seq2seq":
             return _predict_seq2seq(args, c, model)
         if c.model == "gpt":
@@ -170,8 +173,8 @@ def _predict_gpt(args, c, model):
 def run_evaluate(args):
     try:
         ckpt, c, model = _load(args.checkpoint)
-        from ..training.kinds import get_kind
-        kind = get_kind(c.model)
+        from ..training.kinds import kind_for
+        kind = kind_for(c)
         data = kind.make_data(c)
         if args.num is not None and args.num <= 0:
             raise ValueError(f"--num must be positive, got {args.num}")

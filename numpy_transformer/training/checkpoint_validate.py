@@ -192,7 +192,10 @@ def check_training_state(path, kind, model_config, config, extra_json, perm_shap
     rows = sum(int(config[n]) for n in ("num_train", "num_val") if _int(config.get(n)))
     length = 4 * int(config["digits"]) + 8 if kind == "gpt" and _int(config.get("digits")) else \
         2 * int(config["seq_len"]) + 2 if _int(config.get("seq_len")) else 1
-    check_memory(path, "the task's data (num_train + num_val rows of seq_len tokens)", rows * (32 * length + 200))
+    if config.get("text"):          # --text: the windows are views of the text's ids (and the batch order)
+        check_memory(path, "the text's token ids and batch permutation", rows * 24)
+    else:
+        check_memory(path, "the task's data (num_train + num_val rows of seq_len tokens)", rows * (32 * length + 200))
     if not any(k in extra_json for k in TRAINING_KEYS) and perm_shape is None:
         return                                                   # weights only: nothing to resume
     missing = [k for k in TRAINING_KEYS if k not in extra_json] + ([] if perm_shape else ["batcher_perm"])

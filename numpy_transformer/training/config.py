@@ -11,9 +11,10 @@ import numpy as np
 from ..models.gpt_config import NORMS
 from ..optim import OPTIMIZERS, ConstantSchedule, WarmupInverseSqrtSchedule
 from ..optim.lr_scheduler import LambdaLR
+from ..tasks.text import TOKENIZERS
 from ..utils.checks import check_number, check_positive_int, check_probability
 from .checkpoint import CheckpointError
-from .kinds import KINDS, get_kind
+from .kinds import KINDS, TEXT_TASK, get_kind, kind_for
 
 __all__ = ["TrainConfig", "SCHEDULES"]
 
@@ -65,6 +66,12 @@ class TrainConfig:
     # see numpy_transformer.training.kinds
     model: str = "encoder"
     digits: int = 3               # gpt's addition: digits per operand (numpy_transformer.tasks.lm)
+    # gpt on your own text (task "text", numpy_transformer.tasks.text): the file, its tokenizer ("char" or
+    # "byte") and the fraction of its end held out; seq_len is the block size, num_train the training
+    # windows (set from the text)
+    text: str = None
+    tokenizer: str = "char"
+    val_fraction: float = 0.1
     # activation checkpointing (model.checkpoint, numpy_transformer.nn.recompute): less memory, one more
     # forward per layer, the same run bit for bit
     checkpoint_activations: bool = False
@@ -77,8 +84,23 @@ class TrainConfig:
             raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
         self.betas = tuple(check_number(b, f"betas[{i}]", 0, 1, high_open=True) for i, b in enumerate(self.betas))
         kind = get_kind(self.model)
+        if self.text is not None:
+            if self.model != "gpt":
+                raise ValueError(f"text (--text FILE) trains --model gpt, got --model {self.model}")
+            if not isinstance(self.text, str) or not self.text:
+                raise ValueError(f"text must be the path of a text file, got {self.text!r}")
+            if self.task not in (None, TEXT_TASK):
+                raise ValueError(f"--text trains on the file's text: task must be {TEXT_TASK!r} (or not given), "
+                                 f"got {self.task!r}")
+            self.task = TEXT_TASK
+        elif self.task == TEXT_TASK:
+            raise ValueError(f"task {TEXT_TASK!r} needs the file to train on: give --text FILE")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {list(TOKENIZERS)}, got {self.tokenizer!r}")
+        check_number(self.val_fraction, "val_fraction", 0, 1, low_open=True, high_open=True)
         if self.task is None:
             self.task = kind.default_task
+        kind = kind_for(self)                       # gpt on --text: the text kind
         kind.check_task(self.task)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")

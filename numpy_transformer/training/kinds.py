@@ -32,12 +32,15 @@ from ..nn.loss import CrossEntropyLoss
 from ..tasks import data as data_mod
 from ..tasks import lm
 from ..tasks import seq2seq as s2s
+from ..tasks.text import make_text_task
 from .checkpoint_files import CheckpointError
 from .checkpoint_validate import check_model_config
 from .evaluation import evaluate
 
-__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "GPTKind", "get_kind", "MODEL_CLASSES",
-           "model_from_checkpoint"]
+__all__ = ["KINDS", "ModelKind", "EncoderKind", "Seq2SeqKind", "GPTKind", "TextGPTKind", "TEXT_TASK", "get_kind",
+           "kind_for", "MODEL_CLASSES", "model_from_checkpoint"]
+
+TEXT_TASK = "text"          # gpt on a text file (--text FILE): numpy_transformer.tasks.text
 
 
 class ModelKind:
@@ -221,14 +224,56 @@ class GPTKind(ModelKind):
                         generate=lambda m, s, t: self.answers(m, s[:, :prompt_len], answer_len))
 
 
+class TextGPTKind(GPTKind):
+    """The GPT language model on a text file (``TrainConfig.text``, task ``text``): every position
+    predicts the next token (no target ignored); evaluated by the held-out loss and token accuracy
+    (teacher-forced; nothing to generate exactly). ``seq_len`` is the block size; ``num_train`` and
+    ``num_val`` are set from the text (its training windows and held-out windows)."""
+
+    tasks = (TEXT_TASK,)
+    default_task = TEXT_TASK
+
+    def make_data(self, c):
+        data = make_text_task(c.text, c.tokenizer, c.seq_len, c.val_fraction)
+        c.num_train, c.num_val = len(data.train_src), len(data.val_src)       # the text decides them
+        return data
+
+    def build_model(self, c, data, seed):
+        return GPT(vocab_size=data.vocab_size, block_size=data.block_size, n_layer=c.num_layers, n_head=c.nhead,
+                   n_embd=c.d_model, n_inner=c.dim_feedforward, dropout=c.dropout, ffn=c.activation,
+                   positions=c.pos_encoding, norm=c.norm, num_kv_heads=c.num_kv_heads, dtype=c.dtype, seed=seed)
+
+    def criterion(self, c):
+        return CrossEntropyLoss(label_smoothing=c.label_smoothing)
+
+    def logits(self, model, src, tgt):
+        return model(src), tgt                                                   # (B, S, V), (B, S)
+
+    def token_accuracy(self, logits, targets):
+        return float(np.mean(logits.argmax(-1) == targets))
+
+    def predict(self, model, src, data=None):
+        return model(np.asarray(src)).argmax(-1)
+
+    def evaluate(self, model, src, tgt, criterion=None, max_examples=None, batch_size=250):
+        return evaluate(model, src, tgt, criterion=criterion, max_examples=max_examples, batch_size=batch_size,
+                        logits_of=self.logits)
+
+
 KINDS = {k.name: k for k in (EncoderKind(), Seq2SeqKind(), GPTKind())}
 MODEL_CLASSES = {name: k.model_class for name, k in KINDS.items()}
+TEXT_KIND = TextGPTKind()
 
 
 def get_kind(name):
     if name not in KINDS:
         raise ValueError(f"model must be one of {list(KINDS)}, got {name!r}")
     return KINDS[name]
+
+
+def kind_for(config):
+    """The kind that trains ``config``: ``KINDS[config.model]``, or the text kind for ``--text``."""
+    return TEXT_KIND if config.model == "gpt" and config.task == TEXT_TASK else get_kind(config.model)
 
 
 def model_from_checkpoint(ckpt, seed=None):

@@ -33,7 +33,7 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .config import SCHEDULES, TrainConfig
 from .evaluation import EvalResult
 from .interrupts import deferred_interrupts
-from .kinds import get_kind
+from .kinds import kind_for
 
 __all__ = ["TrainConfig", "Trainer", "StepResult", "EvalResult", "SCHEDULES", "TrainingDiverged"]
 
@@ -80,7 +80,7 @@ class Trainer:
     def __init__(self, config):
         self.config = config
         c = config
-        self.kind = get_kind(c.model)
+        self.kind = kind_for(c)
         self.data = self.kind.make_data(c)
         seeds = np.random.SeedSequence(c.seed).spawn(2)
         self.model = self.kind.build_model(c, self.data, seed=np.random.default_rng(seeds[0]))
@@ -207,11 +207,13 @@ class Trainer:
             raise TrainingDiverged(self.step, None, f"the weight {bad} is not finite after step {self.step}")
         gens = {name: g.bit_generator.state for name, g in self.model.generators().items()}
         b = self.batcher.state_dict()
+        text = {"text": self.data.stored()} if hasattr(self.data, "stored") else {}     # the vocabulary
         return save_checkpoint(path, self.model, self.optimizer, config=self.config.to_dict(),
                                extra_arrays={"batcher_perm": b["perm"]},
                                extra_json={"step": self.step, "generators": gens, "run": dict(run or {}),
                                            "scheduler": self.scheduler.state_dict(),
-                                           "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]}})
+                                           "batcher": {"rng": b["rng"], "pos": b["pos"], "epoch": b["epoch"]},
+                                           **text})
 
     @classmethod
     def resume(cls, path, overrides=None):
@@ -234,6 +236,11 @@ class Trainer:
             if k in overrides:
                 setattr(config, k, overrides[k])
         trainer = cls(config)
+        if hasattr(trainer.data, "stored"):
+            stored, now = ckpt.extra_json.get("text") or {}, trainer.data.stored()
+            if stored.get("sha256") != now["sha256"] or stored.get("tokenizer") != now["tokenizer"]:
+                raise CheckpointError(f"{path} was trained on another text than {config.text} holds now (its "
+                                      "SHA-256 or vocabulary differs); resume with the same file, or start a new run")
         ckpt.check_model(trainer.model)
         gens = trainer.model.generators()
         saved = ckpt.extra_json.get("generators", {})

@@ -202,7 +202,7 @@ GPT_TABLE = "task | model | steps | wall clock | held-out exact match | teacher-
 
 def _readme_trainer():
     quoted = _readme.row(GPT_TABLE, "addition")
-    config = _readme.config_of(_readme.train_command("--model", "gpt"))
+    config = _readme.config_of(_readme.train_command("--model", "gpt", "--digits", "3"))
     trainer = Trainer(config)
     assert config.steps == int(quoted["steps"]) and (config.seed, config.dtype) == (0, "float32")
     assert (config.num_train, config.num_val, config.digits) == (20000, 1000, 3)    # "3 + 3 digits (20000 / 1000 ..."
