@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["as_scalar"]
+
 
 def as_scalar(x, dtype):
     """A Python number as a NumPy scalar of ``dtype`` (a float64 scalar would promote float32)."""
