@@ -15,6 +15,7 @@ grouped-query attention and the flash backward alike.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
@@ -24,9 +25,9 @@ from ..engine.definition import Mistake, Patch
 #: one way of making a family's mistake: ``(regular expression, replacement)`` rewrites, in order
 Rule = Tuple[Tuple[str, str], ...]
 
-#: the ops that have families (one module each)
-OP_MODULES = ("softmax", "attention", "heads", "positions", "norms", "activations", "residual",
-              "dropout")
+#: the ops that have families: every module of this package (found, not listed: a new op's families
+#: are a new module here, named in the ``OPS`` of the exercises that contain it)
+OP_MODULES = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")))
 
 
 @dataclass(frozen=True)
