@@ -26,11 +26,12 @@ def write_tokenizer(folder, vocab_size=300):
 
 
 def write_gpt2_folder(folder, vocab_size=300, tokenizer=True, seed=0, dtype="float64"):
-    """A random tiny GPT-2 in ``folder`` (and its tokenizer unless ``tokenizer=False``); returns the model."""
+    """A random tiny GPT-2 in ``folder`` and, unless ``tokenizer=False``, its tokenizer (the model's
+    vocabulary is then the tokenizer's, at most ``vocab_size``); returns the model."""
     import numpy_transformer as nt
+    if tokenizer:
+        vocab_size = write_tokenizer(folder, vocab_size).get_vocab_size()
     model = nt.GPT(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=16, ffn="gelu_new",
                    dtype=dtype, seed=seed)
     model.save_pretrained(folder)
-    if tokenizer:
-        write_tokenizer(folder, vocab_size)
     return model
