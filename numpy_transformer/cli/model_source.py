@@ -120,6 +120,9 @@ def open_model(path) -> Opened:
     Raises FileNotFoundError, CheckpointError / PretrainedFolderError (ValueErrors) or ImportError
     (no ``safetensors`` for a folder), each naming the path."""
     if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"{path} is not a numpy-transformer checkpoint (a .npz file) but a folder, and it has "
+                             "no config.json, which a Hugging Face model folder holds (with model.safetensors)")
         return _open_folder(path)
     from ..tasks.text import tokenizer_from_dict
     from ..training.checkpoint import load_checkpoint
