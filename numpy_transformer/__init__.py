@@ -38,7 +38,7 @@ _NAMES = {
     "clip_grad_norm_": ".optim.clip",
     "check_against_torch": ".oracle", "check_against_torch_module": ".oracle",
     "CheckpointError": ".training.checkpoint", "CheckpointWriteError": ".training.checkpoint",
-    "PretrainedFolderError": ".models.pretrained",
+    "PretrainedFolderError": ".models.pretrained", "load_tokenizer": ".models.pretrained",
 }
 
 
@@ -78,7 +78,7 @@ if TYPE_CHECKING:                             # what editors and type checkers s
     from .models import generation
     from .models.encoder import TransformerModel
     from .models.gpt import GPT, GPTConfig, llama_config
-    from .models.pretrained import PretrainedFolderError
+    from .models.pretrained import PretrainedFolderError, load_tokenizer
     from .models.seq2seq import Seq2SeqModel
     from .nn import *  # noqa: F401,F403 (nn.__all__, found from its files)
     from .optim.clip import clip_grad_norm_

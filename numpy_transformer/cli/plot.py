@@ -6,7 +6,10 @@
       seq2seq: the decoder's cross-attention, target tokens (rows: the model's greedy decode of the
         source --tokens) against source tokens (columns); --which self: its causal self-attention;
       gpt: a block's causal self-attention over the prompt (--tokens "123+456") and its greedy
-        answer (``--random`` takes a held-out example of the checkpoint's task instead of --tokens)
+        answer (``--random`` takes a held-out example of the checkpoint's task instead of --tokens);
+      a language model (a train --text checkpoint, a Hugging Face folder, a GPT saved from Python):
+        a block's causal self-attention over --tokens (text through its tokenizer, else token ids)
+        or, for a text checkpoint, a held-out window of its text
   plot positional [--d-model 128 --max-len 100] --out positional.png
       the sinusoidal table as a heatmap and a few dimensions as sin/cos curves
       (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
@@ -44,12 +47,13 @@ def register(subparsers):
     sub.required = True
 
     a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
-    a.add_argument("checkpoint", help="a .npz written by train --save")
+    a.add_argument("checkpoint", help="a .npz written by train --save (or saved from Python), or a Hugging Face folder")
     src = a.add_mutually_exclusive_group()
     src.add_argument("--tokens", metavar="IDS", help='the input, as predict takes it: encoder: e.g. "5 9 3 7" (as '
-                     'many as the model was trained on); seq2seq: the source ids; gpt: an addition, "123+456"')
+                     'many as the model was trained on); seq2seq: the source ids; gpt: an addition, "123+456"; '
+                     'a language model (train --text, a Hugging Face folder): text, or ids without a tokenizer')
     src.add_argument("--random", action="store_true", help="a random held-out example of the checkpoint's task "
-                     "(the default when --tokens is not given)")
+                     "(a text checkpoint: a held-out window; the default when --tokens is not given)")
     a.add_argument("--seed", type=int, help="which random held-out example (default: a fresh one each time)")
     a.add_argument("--layer", type=int, default=0, help="encoder layer, decoder layer (seq2seq) or block (gpt) "
                    "(default 0; negative counts from the end)")
@@ -115,7 +119,7 @@ def _guarded(draw):
         out = draw()
     except MatplotlibMissing as exc:
         return _error(str(exc))
-    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, PermissionError, ImportError) as exc:
         return _error(str(exc))
     print(f"wrote {out}")
     return 0
@@ -124,31 +128,31 @@ def _guarded(draw):
 def run_attention(args):
     def draw():
         from ..study.plotting import plot_attention
-        from ..training.checkpoint import load_checkpoint
-        from ..training.kinds import model_from_checkpoint
+        from .model_source import open_model
         if args.which is not None and args.which not in ("self", "cross"):
             raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
-        ckpt = load_checkpoint(args.checkpoint)
-        if ckpt.model_kind not in _INPUTS:
+        opened = open_model(args.checkpoint)
+        kind = opened.model_kind
+        if kind not in _INPUTS:
             raise ValueError(f"plot attention draws encoder, seq2seq and gpt checkpoints; {args.checkpoint} "
-                             f"holds a {ckpt.model_kind} model")
-        if args.which == "cross" and ckpt.model_kind != "seq2seq":
-            raise ValueError(f"--which cross: the {ckpt.model_kind} model in {args.checkpoint} has no "
+                             f"holds a {kind} model")
+        if args.which == "cross" and kind != "seq2seq":
+            raise ValueError(f"--which cross: the {kind} model in {args.checkpoint} has no "
                              "cross-attention (only a seq2seq model's decoder has one); use --which self")
-        model = model_from_checkpoint(ckpt)
+        model = opened.model
         which, attns, layer_word = attention_modules(model, args.which)
         n = len(attns)
         if not -n <= args.layer < n:
             raise ValueError(f"--layer must be in [0, {n}) (the model's {n} {layer_word}s; negative counts from "
                              f"the end), got {args.layer}")
         layer = args.layer % n
-        p = _INPUTS[ckpt.model_kind](args, ckpt, model)
+        p = _input_of(args, opened)
         weights = attention_weights(model, *p.inputs, which=which, **p.kwargs)[layer][0]
         weights = weights[:, :len(p.rows), :len(p.cols)]                  # (H, S, T): padding dropped
-        task = (ckpt.config or {}).get("task")
-        step = ckpt.extra_json.get("step")
+        task = getattr(opened.config, "task", None)
+        step = None if opened.ckpt is None else opened.ckpt.extra_json.get("step")
+        causal = " (causal)" if opened.model_kind != "encoder" and which == "self" else ""
         kind = {"cross": "cross-attention", "self": "self-attention"}[which]
-        causal = " (causal)" if ckpt.model_kind != "encoder" and which == "self" else ""
         title = (f"{layer_word} {layer} {kind}{causal}, {weights.shape[0]} heads ({p.what})\n{args.checkpoint}"
                  + (f": task {task}" if task else "") + (f", step {step}" if step is not None else "")
                  + (f"; {p.note}" if p.note and len(p.note) <= 80 else ""))
@@ -289,6 +293,24 @@ def _gpt_input(args, ckpt, model):
 
 
 _INPUTS = {"encoder": _encoder_input, "seq2seq": _seq2seq_input, "gpt": _gpt_input}
+
+
+def _input_of(args, opened):
+    """The input drawn: the task's (a train checkpoint), a language model's text or ids, an encoder's ids."""
+    if opened.origin == "train":
+        return _INPUTS[opened.model_kind](args, opened.ckpt, opened.model)
+    if opened.is_language_model:
+        from .lm_use import attention_input
+        ids, labels, what = attention_input(args, opened)
+        return _Plotted([ids], labels, labels, what)
+    if opened.model_kind == "seq2seq":
+        raise ValueError(f"{args.checkpoint} is {opened.description}: plot attention decodes a seq2seq model's "
+                         "target greedily, which needs its task's BOS and EOS ids; a checkpoint written by train "
+                         "--model seq2seq --save has them")
+    if not args.tokens:
+        raise ValueError(f"{args.checkpoint} is {opened.description}, so it has no held-out examples: give --tokens "
+                         "IDS (token ids separated by spaces)")
+    return _encoder_input(args, opened.ckpt, opened.model)
 
 
 def run_positional(args):

@@ -8,25 +8,25 @@ goes to stderr), so that ``sample ... > out.txt`` keeps the text alone. Sampling
 instead, ``--greedy`` the argmax.
 
 A Hugging Face folder (``config.json`` + ``model.safetensors``, loaded by ``GPT.from_pretrained``)
-has no tokenizer here: its ``--prompt`` is token ids separated by spaces, and the output is the ids.
+takes and gives text too when it holds ``tokenizer.json`` and the ``tokenizers`` package is installed
+(``nt.load_tokenizer``; special tokens such as ``<s>`` are left out of the output). Without either, and
+for a GPT checkpoint saved from Python, the ``--prompt`` is token ids separated by spaces and the
+output is the ids; a prompt that is not ids gets one error saying why.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-
-import numpy as np
 
 from . import nonnegative_int, positive_float, positive_int, probability
 
 
 def register(subparsers):
-    p = subparsers.add_parser("sample", help="continue a prompt with a train --text checkpoint (or a Hugging "
-                              "Face GPT folder, in token ids)", description=__doc__)
+    p = subparsers.add_parser("sample", help="continue a prompt with a train --text checkpoint or a Hugging "
+                              "Face folder (text with its tokenizer.json, else token ids)", description=__doc__)
     p.add_argument("checkpoint", help="a .npz written by train --model gpt --text FILE, or a Hugging Face folder")
-    p.add_argument("--prompt", required=True, help="the text to continue (a Hugging Face folder: token ids, "
-                   'e.g. "464 3290"); at least one token')
+    p.add_argument("--prompt", required=True, help="the text to continue (a folder without tokenizer.json, or a "
+                   'GPT saved from Python: token ids, e.g. "464 3290"); at least one token')
     p.add_argument("--max-new-tokens", type=positive_int, default=100,
                    help="tokens to generate (default 100); the prompt and these must fit the model's block size")
     p.add_argument("--temperature", type=positive_float, help="sampling temperature (default 1.0)")
@@ -45,48 +45,31 @@ def _error(msg):
 
 
 def load_sampler(path):
-    """``(model, encode, decode)`` of a ``train --text`` checkpoint or a Hugging Face folder (ids in/out).
+    """``(model, encode, decode)`` of a ``train --text`` checkpoint, a Hugging Face folder (text with its
+    ``tokenizer.json`` and the ``tokenizers`` package, token ids without) or a GPT saved from Python (ids).
 
     Raises ValueError (or CheckpointError) naming ``path`` for anything else."""
-    if os.path.isdir(path):
-        from ..models.gpt import GPT
-        model = GPT.from_pretrained(path)
+    from .model_source import open_model
+    opened = open_model(path)
+    if not opened.is_language_model:
+        if opened.origin == "train":
+            raise ValueError(f"{path} is a --model {opened.model_kind} checkpoint of task {opened.config.task}; "
+                             "sample needs one written by train --model gpt --text FILE (use predict for the "
+                             "synthetic tasks)")
+        raise ValueError(f"{path} is {opened.description}; sample continues a language model (a gpt: "
+                         "a train --text checkpoint, a Hugging Face folder, or a GPT saved from Python)")
+    if opened.origin == "folder" and opened.tokenizer is None and "tokenizers package" in (opened.no_text or ""):
+        print(f"note: {path}: {opened.no_text}", file=sys.stderr)      # tokenizer.json there, the package not
 
-        def encode(text):
-            try:
-                return np.array([int(t) for t in text.replace(",", " ").split()], dtype=np.int64)
-            except ValueError:
-                raise ValueError(f"{path} has no tokenizer here, so the prompt is token ids separated "
-                                 "by spaces") from None
-        return model, encode, lambda ids: " ".join(str(int(i)) for i in ids)
-    from ..tasks.text import tokenizer_from_dict
-    from ..training.checkpoint import load_checkpoint
-    from ..training.kinds import TEXT_TASK, model_from_checkpoint
-    from ..training.trainer import checkpoint_config
-    ckpt = load_checkpoint(path)
-    config = checkpoint_config(ckpt)
-    if config.task != TEXT_TASK:
-        raise ValueError(f"{path} is a --model {config.model} checkpoint of task {config.task}; sample needs one "
-                         "written by train --model gpt --text FILE (use predict for the synthetic tasks)")
-    stored = ckpt.extra_json.get("text") or {}
-    try:
-        tok = tokenizer_from_dict(stored.get("tokenizer"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: its vocabulary is missing or damaged: {exc}") from None
-    model = model_from_checkpoint(ckpt)
-    if tok.vocab_size != model.config.vocab_size:
-        raise ValueError(f"{path}: its tokenizer has {tok.vocab_size} tokens but the model {model.config.vocab_size};"
-                         " the checkpoint is damaged")
-    return model, tok.encode, tok.decode
+    def encode(text):
+        return opened.encode(text, "--prompt")
+    return opened.model, encode, opened.decode
 
 
 def sample_text(model, encode, decode, prompt, max_new_tokens, temperature=None, top_k=None, top_p=None,
                 num_beams=1, greedy=False, seed=0):
     """The prompt and its continuation as text: ``decode(generate(encode(prompt)))``."""
-    try:
-        ids = encode(prompt)
-    except ValueError as exc:
-        raise ValueError(f"--prompt {prompt!r}: {exc}") from None
+    ids = encode(prompt)
     if ids.size == 0:
         raise ValueError("--prompt must hold at least one token, got an empty prompt")
     do_sample = not greedy and num_beams == 1

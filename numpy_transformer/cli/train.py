@@ -218,6 +218,19 @@ def _log_path(args, save, stored):
     return path, own is not None and _same_file(path, own)
 
 
+def _check_resumable(path):
+    """--resume (and its --trace-every) continues a run train saved: refuse a folder or a Python checkpoint by name."""
+    need = ("--resume continues a run saved by train --save (its training configuration, optimizer and data "
+            "state); to train on your own text start one with train --model gpt --text FILE")
+    if os.path.isdir(path):
+        raise ValueError(f"--resume {path} is a folder (a Hugging Face model?): {need}; a folder's GPT is "
+                         "GPT.from_pretrained's, to fine-tune and trace (nt.trace) in Python")
+    from ..training.checkpoint import load_checkpoint
+    if os.path.isfile(path) and not load_checkpoint(path).config:
+        raise ValueError(f"--resume {path} holds no training configuration: it was saved from Python "
+                         f"(save_checkpoint), not by train; {need}")
+
+
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
     given = given_options(args)
@@ -227,6 +240,8 @@ def _start(args):
             raise ValueError(f"{' and '.join(fixed)}: with --text the text decides the training windows and the "
                              "held-out ones; set --val-fraction (and --seq-len) instead")
     _checked_settings(args, {})                          # refuse bad values before any work
+    if args.resume:
+        _check_resumable(args.resume)
     for flag, path in (("--save", args.save), ("--resume", None if args.save else args.resume)):
         if path:                                         # refuse a path that cannot be written before training
             try:

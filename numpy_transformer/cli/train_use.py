@@ -1,4 +1,13 @@
-"""``predict`` and ``evaluate``: use a checkpoint written by ``train`` (registered by ``cli.train``)."""
+"""``predict`` and ``evaluate``: use a checkpoint written by ``train`` (registered by ``cli.train``).
+
+Both also open a language model that no synthetic task describes (:mod:`.model_source`): a ``train
+--text`` checkpoint, a Hugging Face folder, a GPT checkpoint saved from Python. ``predict`` then shows
+each position's most likely next token under the given ``--tokens`` (text through the model's
+tokenizer, else token ids) or a held-out window of the text (``--random``, a text checkpoint's);
+``evaluate --text FILE`` measures the loss and perplexity on a text file's windows (a model with a
+tokenizer). An encoder saved from Python predicts ``--tokens`` ids; a seq2seq one is refused (its task's
+BOS and EOS ids are unknown), and so is ``evaluate`` of a model with no data and no tokenizer.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +16,29 @@ import sys
 import numpy as np
 
 from ..tasks.data import EOS, FIRST_TOKEN, PAD
-from ..training.checkpoint import load_checkpoint
-from ..training.kinds import model_from_checkpoint
-from ..training.trainer import checkpoint_config
 from ..utils.text import WIDTH, fit
 from . import parse_tokens
+from .model_source import open_model
 
 
 def register(subparsers):
     p = subparsers.add_parser("predict", help="run a trained checkpoint on token sequences")
-    p.add_argument("checkpoint", help="a .npz written by train --save")
+    p.add_argument("checkpoint", help="a .npz written by train --save (or saved from Python), or a Hugging Face folder")
     p.add_argument("--tokens", action="append", metavar="IDS",
                    help='a source sequence of the length the model was trained on, e.g. --tokens "5 9 3 7 ..." '
-                        '(seq2seq: 1 to --seq-len content ids; gpt: an addition such as "123+456"); repeatable; '
-                        'default: --random 5')
-    p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples")
+                        '(seq2seq: 1 to --seq-len content ids; gpt: an addition such as "123+456"; a language '
+                        'model: text, or token ids without a tokenizer); repeatable; default: --random 5')
+    p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples (a text "
+                   "checkpoint: windows of its held-out end)")
     p.set_defaults(func=run_predict)
 
     p = subparsers.add_parser("evaluate", help="loss and accuracy of a checkpoint on its task")
-    p.add_argument("checkpoint", help="a .npz written by train --save")
-    p.add_argument("--split", choices=["val", "train"], default="val", help="held-out (default) or training set")
+    p.add_argument("checkpoint", help="a .npz written by train --save, or (with --text) a Hugging Face folder")
+    p.add_argument("--split", choices=["val", "train"], help="held-out (default) or training set")
     p.add_argument("--num", type=int, help="evaluate only the first N examples")
+    p.add_argument("--text", metavar="FILE", help="a language model with a tokenizer (a train --text checkpoint, a "
+                   "Hugging Face folder with tokenizer.json): loss and perplexity on this file's windows of its "
+                   "block size")
     p.set_defaults(func=run_evaluate)
 
 
@@ -36,18 +47,12 @@ def _error(msg):
     return 2
 
 
-def _load(path):
-    ckpt = load_checkpoint(path)
-    config = checkpoint_config(ckpt)
-    return ckpt, config, model_from_checkpoint(ckpt)
-
-
 def run_predict(args):
     try:
-        ckpt, c, model = _load(args.checkpoint)
-        if c.task == "text":
-            raise ValueError(f"{args.checkpoint} is a language model of a text (train --text): continue a "
-                             "prompt with `sample CHECKPOINT --prompt TEXT`")
+        opened = open_model(args.checkpoint)
+        if opened.origin != "train":
+            return _predict_untasked(args, opened)
+        c, model = opened.config, opened.model
         if c.model == "seq2seq":
             return _predict_seq2seq(args, c, model)
         if c.model == "gpt":
@@ -60,7 +65,7 @@ def run_predict(args):
                 raise ValueError(f"--random must be a positive number of examples, got {args.random}")
             n = args.random or 5
             src = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src[:n]
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         return _error(str(exc))
     model.eval()
     pred = model(src).argmax(-1)
@@ -171,16 +176,38 @@ def _predict_gpt(args, c, model):
 
 
 def run_evaluate(args):
+    from . import lm_use
     try:
-        ckpt, c, model = _load(args.checkpoint)
-        from ..training.kinds import kind_for
-        kind = kind_for(c)
-        data = kind.make_data(c)
         if args.num is not None and args.num <= 0:
             raise ValueError(f"--num must be positive, got {args.num}")
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+        opened = open_model(args.checkpoint)
+        if args.text is not None:
+            return lm_use.evaluate_text(args, opened)
+        if opened.origin not in ("train", "text"):
+            raise ValueError(lm_use.no_data(opened))
+        from ..training.kinds import kind_for
+        c, model = opened.config, opened.model
+        kind = kind_for(c)
+        data = kind.make_data(c)
+    except (ValueError, TypeError, OSError, ImportError) as exc:
         return _error(str(exc))
-    step = ckpt.extra_json.get("step", "?")
-    ev = kind.evaluate(model, *data.split(args.split), max_examples=args.num)
-    print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {args.split} split: {ev}"))
+    split = args.split or "val"
+    step = opened.ckpt.extra_json.get("step", "?")
+    ev = kind.evaluate(model, *data.split(split), max_examples=args.num)
+    print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {split} split: {ev}"))
     return 0
+
+
+def _predict_untasked(args, opened):
+    """predict of a model no synthetic task describes: a language model's next tokens, an encoder's ids."""
+    from . import lm_use
+    if opened.is_language_model:
+        return lm_use.predict_next_tokens(args, opened)
+    if opened.model_kind == "seq2seq":
+        raise ValueError(f"{args.checkpoint} is {opened.description}: predict decodes a seq2seq model greedily, "
+                         "which needs its task's BOS and EOS ids; a checkpoint written by train --model seq2seq "
+                         "--save has them")
+    if not args.tokens:
+        raise ValueError(f"{args.checkpoint} is {opened.description}, so it has no held-out examples: give "
+                         "--tokens IDS (token ids separated by spaces)")
+    return lm_use.predict_encoder_ids(args, opened)

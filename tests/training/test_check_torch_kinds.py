@@ -107,3 +107,17 @@ def test_seq2seq_twin_replays_both_uses_of_the_embedding_dropout():
                         embed_masks=pair).numpy()
     assert np.abs(run(embed) - out).max() < 1e-12
     assert np.abs(run([embed[1], embed[1]]) - out).max() > 1e-3
+
+
+def test_train_text_check_torch(tmp_path, capsys):
+    """``train --model gpt --text FILE --check-torch``: the GPT twin trains on the same text windows in
+    lockstep (float64, dropout replayed), and agrees to rounding."""
+    text = tmp_path / "t.txt"
+    text.write_text("it was the best of times, it was the worst of times.\n" * 12, encoding="utf-8")
+    rc = main(["train", "--model", "gpt", "--text", str(text), "--seq-len", "16", "--d-model", "16", "--nhead", "2",
+               "--dim-feedforward", "32", "--batch-size", "8", "--dtype", "float64", "--dropout", "0.1",
+               "--steps", "6", "--eval-every", "0", "--quiet", "--check-torch", "--no-log"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    m = re.search(REPORT, re.sub(r"\n +", " ", out))
+    assert m and int(m.group(1)) == 6 and float(m.group(2)) < 1e-9 and float(m.group(3)) < 1e-8, out

@@ -3,7 +3,8 @@
 
 A folder is ``config.json`` (:mod:`.hf_config` maps it to a ``GPTConfig``) plus ``model.safetensors``
 or its shards (:mod:`.safetensors_io`), whose tensor names and layouts :mod:`.hf_weights` maps to the
-model's ``state_dict``. Every step refuses what it cannot map exactly, with one
+model's ``state_dict``; its ``tokenizer.json`` (the optional ``tokenizers`` package) is
+:func:`load_tokenizer`'s (:mod:`.hf_tokenizer`). Every step refuses what it cannot map exactly, with one
 :class:`PretrainedFolderError` naming the file, key or tensor.
 """
 
@@ -14,11 +15,12 @@ import os
 
 from ...utils.checks import as_float_dtype
 from .hf_config import MODEL_TYPES, PretrainedFolderError, config_from_hf, config_to_hf, hf_model_type
+from .hf_tokenizer import HFTokenizer, load_tokenizer
 from .hf_weights import from_hf, to_hf
 from .safetensors_io import read_tensors, write_tensors
 
 __all__ = ["load_pretrained", "save_pretrained", "read_config", "PretrainedFolderError", "MODEL_TYPES",
-           "config_from_hf", "config_to_hf", "hf_model_type", "to_hf"]
+           "config_from_hf", "config_to_hf", "hf_model_type", "to_hf", "load_tokenizer", "HFTokenizer"]
 
 
 def _folder(path) -> str:
