@@ -99,6 +99,7 @@ class GroupedQueryAttention(Module):
         self.o_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=self.dtype, seed=rng)
         self.rng = rng.spawn(1)[0]                       # the attention dropout's masks
         self.last_mask = None
+        self.last_weights = None                         # the last forward's softmax, per head (B, H, S, S)
 
     def _mask(self, s, t, offset, attn_bias, is_causal, attn_mask):
         """The additive mask of the scores: bias + causal (-inf) + padding (-inf); None when none."""
@@ -146,6 +147,7 @@ class GroupedQueryAttention(Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout, enable_gqa=hkv != h, training=self.training,
             rng=self.rng)                                                        # (B, H, S, Dh)
         self.last_mask = cache.dropout.mask                                      # for nt.dropout_masks
+        self.last_weights = cache.probs                                          # (B, H, S, S): plot attention
         self._save(_Saved(cache, rq, rk, attn_bias is not None and np.shape(attn_bias), x.shape))
         return self.o_proj(F.merge_heads(ctx))                                  # (B, S, D)
 

@@ -15,13 +15,16 @@ model                  attention modules                           ``which``    
 ``GPT``                ``h[i].self_attn`` (causal)                 ``"self"``        (B, H, S, S)
 =====================  ==========================================  ================  =======================
 
-(S the target or sequence length, T the source length.)
+(S the target or sequence length, T the source length.) A GPT with the modern blocks (a Llama-style
+one, ``from_pretrained`` included) has ``GroupedQueryAttention`` there, which has no ``need_weights``:
+its weights are the softmax its last call kept (``last_weights``), read right after the call.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..nn.gqa import GroupedQueryAttention
 from ..nn.modes import eval_mode
 
 __all__ = ["attention_modules", "attention_weights", "capture_attention", "token_names", "WHICH"]
@@ -50,7 +53,8 @@ def attention_modules(model, which=None):
 
 
 def capture_attention(attns, run):
-    """Call ``run()`` with each ``MultiheadAttention`` of ``attns`` computing its per-head weights.
+    """Call ``run()`` with each ``MultiheadAttention`` of ``attns`` computing its per-head weights (a
+    ``GroupedQueryAttention``, which has no ``need_weights``, is read after its call: ``last_weights``).
 
     Each module's ``forward`` is wrapped for the call (an instance attribute, removed afterwards, even
     on an error): the wrapper calls the class's own ``forward`` with ``need_weights=True,
@@ -62,6 +66,12 @@ def capture_attention(attns, run):
 
     def wrap(i, attn):
         original = type(attn).forward
+        if isinstance(attn, GroupedQueryAttention):                      # Llama's: no need_weights
+            def forward(*args, **kwargs):
+                out = original(attn, *args, **kwargs)
+                captured[i] = np.array(attn.last_weights)                # (B, H, S, S): the softmax it used
+                return out
+            return forward
 
         def forward(query, key, value, **kwargs):
             kwargs.update(need_weights=True, average_attn_weights=False)

@@ -37,6 +37,8 @@ def sources(tmp_path_factory):
                                                    num_decoder_layers=1, dim_feedforward=16, max_len=6, seed=0))
     write_gpt2_folder(d / "hf", dtype="float32")
     write_gpt2_folder(d / "hf_ids", tokenizer=False, dtype="float32")
+    nt.GPT(vocab_size=20, block_size=16, n_layer=1, n_head=4, n_embd=16, positions="rope", norm="rmsnorm",
+           ffn="swiglu", num_kv_heads=2, bias=False, seed=0).save_pretrained(d / "llama")   # grouped-query attention
     return d
 
 
@@ -122,7 +124,7 @@ def test_plot_attention_of_each_source(sources, capsys, tmp_path):
     out = tmp_path / "a.png"
     for argv in ([sources / "hf", "--tokens", "the cat sat"], [sources / "text.npz", "--random", "--seed", "0"],
                  [sources / "text.npz", "--tokens", "it was"], [sources / "gpt.npz", "--tokens", "1 2 3"],
-                 [sources / "enc.npz", "--tokens", "1 2 3 4 5 6"]):
+                 [sources / "enc.npz", "--tokens", "1 2 3 4 5 6"], [sources / "llama", "--tokens", "1 2 3"]):
         status, stdout, err = _run(capsys, "plot", "attention", *argv, "--out", out)
         assert status == 0 and f"wrote {out}" in stdout, err
     assert "give --tokens TEXT" in _one_error(capsys, "plot", "attention", sources / "hf", "--out", out)

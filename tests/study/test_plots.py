@@ -371,3 +371,24 @@ def test_matplotlib_missing(run, tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err
         assert "matplotlib" in err and "pip install matplotlib" in err and ".[plot]" in err
         assert not out.exists()
+
+
+def test_attention_weights_of_grouped_query_attention_are_the_softmax_it_used():
+    """A Llama-style GPT's GroupedQueryAttention has no need_weights: its weights are read after its call
+    (``last_weights``) and are the causal softmax of its rotated queries and shared keys."""
+    from numpy_transformer import functional as F
+    from numpy_transformer.study.attention_maps import attention_weights
+    model = nt.GPT(vocab_size=12, block_size=8, n_layer=2, n_head=4, n_embd=16, positions="rope", norm="rmsnorm",
+                   ffn="swiglu", num_kv_heads=2, bias=False, dtype="float64", seed=0)
+    ids = np.array([[1, 5, 2, 7, 3]])
+    weights = attention_weights(model, ids)
+    attn = model.h[0].self_attn
+    x = model.h[0].norm1(model.wte(ids))                                       # block 0's attention input (pre-LN)
+    q, _ = F.rope_forward(F.split_heads(attn.q_proj(x), 4))                   # (B, H, S, Dh)
+    k, _ = F.rope_forward(F.split_heads(attn.k_proj(x), 2))                   # (B, Hkv, S, Dh)
+    k = np.repeat(k, 2, axis=1)                                                # query head h uses kv head h // 2
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(4) + np.triu(np.full((5, 5), -np.inf), 1)
+    want = np.exp(scores - scores.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    assert len(weights) == 2 and weights[0].shape == (1, 4, 5, 5)
+    np.testing.assert_allclose(weights[0], want, rtol=1e-12, atol=1e-15)
