@@ -7,6 +7,10 @@ from . import Family
 TRIU = r"np\.triu\(np\.ones\(\((\w+), (\w+)\), dtype=bool\), k=1\)"
 FLASH_CAUSAL = r"np\.arange\(c0, c1\)\[None, :\] > np\.arange\(r0, r1\)\[:, None\]"
 KV_CAUSAL = r"np\.triu\(np\.ones\(\(S, N\), dtype=bool\), k=N - S \+ 1\)"
+#: from the code line that assigns a length ``L`` (``S, T, Dh = ...``, ``N = ...``) to the scale's square root
+SCALE_AFTER = r"(?m)(^[ \t]*[\w, ]*\b{L}\b[\w, ]* = [^\n]*\n(?:[^\n]*\n)*?[^\n]*(?:(?:scale|c) = 1\.0 |\)\) )/ np\.sqrt\()(?:Dh|D // H)\)"
+#: a tile's gradient added into its rows of the whole gradient (the flash backward)
+TILE_ADD = r"({g}\[\.\.\., \w+:\w+, :\]) \+="
 
 FAMILIES = (
     Family("attn_causal_blocks_diagonal", "causal mask also blocks the diagonal (a position cannot see itself)",
@@ -47,4 +51,20 @@ FAMILIES = (
            (((r"scale = 1\.0 / np\.sqrt\(([^()]*)\)", r"scale = 1.0 / (\1)"),),
             ((r"c = 1\.0 / np\.sqrt\(Dh\)", "c = 1.0 / Dh"),),
             ((r" / np\.sqrt\(Dh\)\)", " / Dh)"),))),
+    Family("attn_scale_sequence_length", "scaled by 1/sqrt(sequence length) instead of 1/sqrt(Dh) (the head width)",
+           "The scale undoes the growth of a dot product of two Dh-dimensional vectors (its spread grows "
+           "like sqrt(Dh)); the number of keys or queries has nothing to do with it.",
+           "scale = 1.0 / np.sqrt(Dh) with Dh = q.shape[-1].",
+           (((SCALE_AFTER.format(L="T"), r"\1T)"),),
+            ((SCALE_AFTER.format(L="N"), r"\1N)"),),
+            ((SCALE_AFTER.format(L="S"), r"\1S)"),))),
+    Family("attn_tile_grad_not_accumulated", "a gradient assigned per tile instead of accumulated over the tiles "
+           "(= for +=)",
+           "Each query row meets every key tile, and each key every query tile: dq of a row is the sum of "
+           "its tiles' dA k, dk and dv of a key the sums over the query tiles. Assigning keeps only the "
+           "last tile's share.",
+           "dq[..., r0:r1, :] += dA @ k[..., c0:c1, :] (and += for dk and dv).",
+           # (dk or dv alone: the flash exercise lists that one, "dk and dv assigned per query tile")
+           (((TILE_ADD.format(g="dq"), r"\1 ="),),
+            ((TILE_ADD.format(g="d[qkv]"), r"\1 ="),))),
 )

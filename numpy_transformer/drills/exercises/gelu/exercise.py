@@ -11,6 +11,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 40
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('activations',)
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'gelu',
           'inputs': {'x': 'x'},

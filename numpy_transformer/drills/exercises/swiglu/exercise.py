@@ -14,7 +14,7 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 #: its place in `drill list`
 ORDER = 70
 #: the ops it contains: their mistake families (drills/families/) apply to it
-OPS = ('activations',)
+OPS = ('activations', 'glu')
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'swiglu',
           'inputs': {'x': 'x', 'w_gate': 'W_gate', 'w_up': 'W_up', 'w_down': 'W_down'},
