@@ -8,7 +8,8 @@ TRIU = r"np\.triu\(np\.ones\(\((\w+), (\w+)\), dtype=bool\), k=1\)"
 FLASH_CAUSAL = r"np\.arange\(c0, c1\)\[None, :\] > np\.arange\(r0, r1\)\[:, None\]"
 KV_CAUSAL = r"np\.triu\(np\.ones\(\(S, N\), dtype=bool\), k=N - S \+ 1\)"
 #: from the code line that assigns a length ``L`` (``S, T, Dh = ...``, ``N = ...``) to the scale's square root
-SCALE_AFTER = r"(?m)(^[ \t]*[\w, ]*\b{L}\b[\w, ]* = [^\n]*\n(?:[^\n]*\n)*?[^\n]*(?:(?:scale|c) = 1\.0 |\)\) )/ np\.sqrt\()(?:Dh|D // H)\)"
+SCALE_AFTER = (r"(?m)(^[ \t]*[\w, ]*\b{L}\b[\w, ]* = [^\n]*\n(?:[^\n]*\n)*?"
+               r"[^\n]*(?:(?:scale|c) = 1\.0 |\)\) )/ np\.sqrt\()(?:Dh|D // H)\)")
 #: a tile's gradient added into its rows of the whole gradient (the flash backward)
 TILE_ADD = r"({g}\[\.\.\., \w+:\w+, :\]) \+="
 
