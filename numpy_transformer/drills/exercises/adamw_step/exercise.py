@@ -14,6 +14,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 ORDER = 140
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'adamw_step'}
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('adamw',)
 
 
 # (shape, step, grad scale, lr, betas, eps, weight_decay)

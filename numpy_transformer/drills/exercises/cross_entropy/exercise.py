@@ -20,6 +20,8 @@ ORACLE = {'op': 'cross_entropy',
           'upstream': 'dloss',
           'outputs': {'loss': 'out', 'dlogits': 'input'},
           'nondiff': ('target',)}
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('cross_entropy',)
 
 
 def _draw_cross_entropy(rng, i):

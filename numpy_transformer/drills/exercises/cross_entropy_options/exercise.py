@@ -20,6 +20,8 @@ ORACLE = {'op': 'cross_entropy',
           'upstream': 'dloss',
           'outputs': {'loss': 'out', 'dlogits': 'input'},
           'nondiff': ('target',)}
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('cross_entropy',)
 
 
 # (N, V, ignore_index, how many rows ignored, label_smoothing, logit scale)

@@ -17,6 +17,8 @@ ORACLE = {'op': 'embedding',
           'upstream': 'dout',
           'outputs': {'out': 'out', 'dW': 'weight'},
           'nondiff': ('ids',)}
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('embedding',)
 
 
 def _draw_embedding(rng, i):

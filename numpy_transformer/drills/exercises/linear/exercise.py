@@ -17,6 +17,8 @@ ORACLE = {'op': 'linear',
           'inputs': {'x': 'x', 'weight': 'W', 'bias': 'b'},
           'upstream': 'dy',
           'outputs': {'y': 'out', 'dx': 'x', 'dW': 'weight', 'db': 'bias'}}
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('linear',)
 
 
 def _draw_linear(rng, i):
