@@ -15,8 +15,9 @@ array's size) before it is made:
 * **the wrong axis**: ``got`` is the reference computed with another axis in the last one's place (a
   softmax, norm or sum over the wrong axis);
 * **the upstream gradient forgotten**: ``got * dy == expected`` (the local derivative alone);
-* **dout replaced by the forward's input**: ``got`` is what the right formula gives with the upstream
-  gradient replaced by an input of the same shape (the reference is run on those inputs);
+* **dout replaced by the forward's input or output**: ``got`` is what the right formula gives with the
+  upstream gradient replaced by an input, or by a forward output (``y`` for ``dy``), of the same shape
+  (the reference is run on those inputs);
 * **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
   removes (the reference's term, from that mistake's variant): ``got = expected + c * term``; with
   ``c = -1`` the term is missing, otherwise it is scaled wrongly (``1 + c`` times);
@@ -138,15 +139,20 @@ def upstream_forgotten(case, got, ref):
     return None
 
 
-def upstream_replaced(ex, case, name, got, reference):
+def upstream_replaced(ex, case, name, got, reference, refs=None):
     """``got`` equals the reference's ``name`` with an upstream gradient (``d*`` input) replaced by a
-    forward input of the same shape: the reading, or None. ``reference(inputs)`` runs the reference."""
+    forward input, or by a forward output (``refs``: the case's expected arrays), of the same shape:
+    the reading, or None. ``reference(inputs)`` runs the reference."""
     arrays = {k: v for k, v in case.inputs.items() if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+    outputs = {k: np.asarray(v, dtype=np.float64) for k, v in (refs or {}).items()
+               if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not k.startswith("d")}
+    stand_ins = [(k, x, "the forward's input") for k, x in arrays.items() if not k.startswith("d")]
+    stand_ins += [(k, x, "the forward's output") for k, x in outputs.items() if k not in arrays]
     for up, g in arrays.items():
         if not up.startswith("d"):
             continue
-        for k, x in arrays.items():
-            if k == up or k.startswith("d") or x.shape != g.shape:
+        for k, x, what in stand_ins:
+            if k == up or x.shape != g.shape:
                 continue
             swapped = dict(case.inputs, **{up: x})
             try:
@@ -156,7 +162,7 @@ def upstream_replaced(ex, case, name, got, reference):
                 continue
             if alt is not None and np.shape(alt) == got.shape and _rel(got, np.asarray(alt)) <= VERIFY:
                 return (f"upstream:{up}->{k}",
-                        f"what the right formula gives with {up} replaced by {k} (the forward's input; "
+                        f"what the right formula gives with {up} replaced by {k} ({what}; "
                         f"verified to {VERIFY:.0e}): the backward uses {k} where the upstream gradient "
                         f"{up} belongs")
     return None
@@ -272,7 +278,7 @@ def read(ex, case, name, got, ref, variants, reference, refs=None):
                             lambda: upstream_forgotten(case, a, r),
                             lambda: wrong_axis(case, name, a, reference),
                             lambda: option_ignored(case, name, a, reference),
-                            lambda: upstream_replaced(ex, case, name, a, reference),
+                            lambda: upstream_replaced(ex, case, name, a, reference, refs),
                             lambda: term_off(ex, name, a, r, variants)):
                 if out:
                     break
