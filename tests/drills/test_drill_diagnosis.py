@@ -170,8 +170,8 @@ def test_a_mistake_made_in_one_output_only_is_named_for_that_output(tmp_path):
 @pytest.mark.parametrize("name,patches,needles", [
     ("scaled_dot_product_attention", [("dq = scale * (dA @ k)", "dq = 2 * scale * (dA @ k)")],
      ["dq: off by a constant factor 2 (verified to 1e-09)", "counted twice"]),
-    ("layer_norm", [("dbeta = np.sum(dy, axis=lead)", "dbeta = np.mean(dy, axis=lead)")],
-     ["dbeta: off by a constant factor", "= 1/N", "a sum where a mean over N items belongs"]),
+    ("layer_norm", [("dbeta = np.sum(dy, axis=lead)", "dbeta = np.sum(dy, axis=lead) / dy.shape[-1]")],
+     ["dbeta: off by a constant factor", "= 1/D", "a sum where a mean over D items belongs"]),
     ("dropout", [("    return dy * keep * scale", "    return dy * keep * scale * scale")],
      ["dx: off by a constant factor", "= 1/(1-p)", "the inverted-dropout scale"]),
     ("gelu", [("    return dy * slope", "    return -dy * slope")],
