@@ -176,8 +176,9 @@ class Hooks:
         for c in self.criteria:
             got = np.asarray(c(seq, scores))
             if got.dtype != bool or got.shape not in ((), (seq.shape[0],)):
-                raise ValueError(f"stopping_criteria {c!r} must return a bool or a (B,) = ({seq.shape[0]},) bool array "
-                                 f"(True: that row is done), got {got.dtype} of shape {got.shape}")
+                raise ValueError(f"stopping_criteria {c!r} must return a bool or a bool array of one entry per row of "
+                                 f"the sequences it is given, shape ({seq.shape[0]},) here (True: that row is done; "
+                                 f"beam search asks it of every candidate), got {got.dtype} of shape {got.shape}")
             done |= got
         return done
 

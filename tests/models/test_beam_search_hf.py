@@ -213,3 +213,15 @@ def test_early_stopping_as_transformers_on_a_table(early_stopping, float64_beams
     np.testing.assert_array_equal(got.sequences, ref.sequences.numpy())
     assert_close({"sequences_scores": (got.sequences_scores, ref.sequences_scores)}, tol=1e-12)
     assert got.sequences.tolist() == [[4, 2, 3, 0] if early_stopping == "never" else [4, 1, 0]]
+
+
+def test_bad_criteria_and_streamer_with_beams_name_themselves(tmp_path):
+    _, ours = _pair("gpt2", tmp_path)
+    with pytest.raises(ValueError, match=r"one entry per row of the sequences it is given, shape \(12,\) here .* "
+                                         r"every candidate\), got bool of shape \(2,\)"):
+        ours.generate(PROMPT, 3, num_beams=3, stopping_criteria=lambda seq, scores: np.zeros(2, dtype=bool))
+    with pytest.raises(ValueError, match="streamer works with greedy search and sampling, not with beam search"):
+        ours.generate(PROMPT, 3, num_beams=2, streamer=print)
+    with pytest.raises(ValueError, match=r"eos_token_id must be a token id >= 0 or a non-empty list of them, got \[\]"):
+        EosTokenCriteria([])
+    assert EosTokenCriteria(4)(np.array([[1, 4], [4, 1]]), None).tolist() == [True, False]
