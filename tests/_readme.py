@@ -43,6 +43,24 @@ def shell_commands(path: Path = README) -> list[list[str]]:
     return commands
 
 
+def run_script_commands(cwd: Path, path: Path = README) -> list[list[str]]:
+    """Run, in ``cwd``, every ``python scripts/...`` command of the ```bash blocks of ``path`` as written
+    (``python`` the running interpreter, the script the checkout's); each must succeed. Returns them."""
+    import subprocess
+    import sys
+    commands = [argv for argv in shell_commands(path) if argv[:1] == ["python"] and argv[1:2]
+                and argv[1].startswith("scripts/")]
+    for argv in commands:
+        script = ROOT / argv[1]
+        if not script.is_file():
+            raise LookupError(f"{path.name}: the command {' '.join(argv)!r} names {argv[1]}, which does not exist")
+        proc = subprocess.run([sys.executable, str(script), *argv[2:]], cwd=cwd, capture_output=True, text=True,
+                              timeout=300)
+        if proc.returncode != 0:
+            raise AssertionError(f"{path.name}: {' '.join(argv)!r} failed ({proc.returncode}): {proc.stderr}")
+    return commands
+
+
 def train_command(*options: str, path: Path = README) -> list[str]:
     """The one ``python -m numpy_transformer train ...`` command of ``path`` that holds every option and
     value of ``options`` (pairs: ``"--model", "seq2seq"``), as its argv after ``python -m numpy_transformer``."""

@@ -108,10 +108,12 @@ def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=
         Beam search: a finished hypothesis scores ``sum of log-probs / L ** length_penalty``, L its
         number of generated tokens including the eos (``transformers`` >= 4.36's ``BeamSearchScorer``).
     early_stopping : {False, True, "never"}
-        Beam search, Hugging Face's meanings: True stops a prompt's search once ``num_beams``
-        hypotheses are finished; False (default) also stops when no live beam can still beat the worst
-        finished one under the heuristic bound ``best live sum / current length ** length_penalty``;
-        "never" uses the exact bound (the longest possible length when ``length_penalty > 0``).
+        Beam search, Hugging Face's meanings (``transformers`` 5): True stops a prompt's search once
+        ``num_beams`` hypotheses are finished; False (default) also stops it when the best *running*
+        beam (just-finished ones excluded) cannot beat the worst finished one under the heuristic bound
+        ``its sum / current length ** length_penalty``; "never" uses the exact bound (the longest
+        possible length when ``length_penalty > 0``). (``transformers`` 4.x's bound also counted the
+        hypotheses finishing at that step, so it could search on where 5.x stops.)
     seed : None, int or numpy.random.Generator
         Sampling's random draws (one uniform per row and step): the same seed gives the same tokens.
     use_cache : bool or None
@@ -145,17 +147,27 @@ def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=
         Beam search: the best ``num_return_sequences <= num_beams`` hypotheses of each prompt, best
         first. Greedy refuses > 1 (as Hugging Face: every copy would be the same).
     output_scores, return_dict_in_generate : bool
-        ``return_dict_in_generate=True`` returns a :class:`GenerateOutput` (``.sequences``, ``.scores``);
-        ``output_scores=True`` fills ``.scores`` with each step's processed scores (B, V) (greedy and
-        sampling; beam search raises). ``output_scores`` without the dict raises.
+        ``return_dict_in_generate=True`` returns a :class:`GenerateOutput` (``.sequences``, ``.scores``;
+        with beams also ``.beam_indices``, always, and ``.sequences_scores``); ``output_scores=True``
+        fills ``.scores`` with each step's processed scores: greedy and sampling (B, V), beam search
+        (B * num_beams, V), each running beam's processed log-probabilities, and then
+        ``.sequences_scores`` (each returned hypothesis's ``sum / L ** length_penalty``), as Hugging
+        Face's ``GenerateBeamDecoderOnlyOutput``. ``output_scores`` without the dict raises.
     streamer : object with ``put`` and ``end``, or a callable, optional
         Hugging Face's streamer protocol: ``put(prompts)`` (B, S) first, then ``put(tokens)`` (B,) at each
-        step, then ``end()``. A plain callable receives each step's tokens (B,). Not with beams.
+        step, then ``end()``. A plain callable receives each step's tokens (B,). Not with beams
+        (ValueError, as Hugging Face).
     stopping_criteria : callable or list of callables, optional
         ``criterion(seq, scores)`` (the sequences so far (B, T), this step's processed scores (B, V)) ->
         a bool or (B,) bool: True ends that row, as Hugging Face's ``StoppingCriteriaList`` (any of
-        them). An ended row continues with ``pad_token_id`` when ``eos_token_id`` is given, and as
-        Hugging Face keeps generating real tokens otherwise, until every row has ended. Not with beams.
+        them); :class:`~numpy_transformer.models.generation_options.EosTokenCriteria` ends a row on a
+        list of eos ids. An ended row continues with ``pad_token_id`` when ``eos_token_id`` is given, and as
+        Hugging Face keeps generating real tokens otherwise, until every row has ended. Beam search
+        asks them of every candidate (``seq`` (B * keep, T), ``scores`` each candidate's beam's
+        processed log-probabilities): a candidate they end is treated as an eos one (finished if it
+        ranks among the ``num_beams`` best, dropped otherwise), and the search stops when every
+        candidate of a step is ended; a hypothesis they end early is padded with ``pad_token_id``
+        (Hugging Face fills with -1 when no ``eos_token_id`` is given).
 
     Returns
     -------
@@ -198,9 +210,9 @@ def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=
     process = Processors(ids.shape[1], eos, repetition_penalty, no_repeat_ngram_size, min_new_tokens)
     hooks = Hooks(streamer, stopping_criteria, output_scores, return_dict_in_generate)
     n_ret = check_positive_int(num_return_sequences, "num_return_sequences")
-    if num_beams > 1 and hooks.per_step:
-        raise ValueError("streamer, stopping_criteria and output_scores work with greedy search and sampling; beam "
-                         "search (num_beams > 1) supports none of them")
+    if num_beams > 1 and streamer is not None:
+        raise ValueError("streamer works with greedy search and sampling, not with beam search (num_beams > 1), as "
+                         "Hugging Face: a beam's tokens are not final until the search ends")
     if n_ret > 1 and not do_sample and num_beams == 1:
         raise ValueError(f"num_return_sequences={n_ret} with greedy search would return the same sequence "
                          f"{n_ret} times: pass do_sample=True or num_beams >= {n_ret} (as Hugging Face)")
@@ -213,8 +225,8 @@ def generate(model, ids=None, max_new_tokens=None, do_sample=False, temperature=
     with eval_mode(model) if isinstance(model, Module) else nullcontext():
         step = _Stepper(model, use_cache, mask, max_len)
         if num_beams > 1:
-            return hooks.output(beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty,
-                                            early_stopping, process, n_ret))
+            return hooks.beam_output(beam_search(step, ids, max_new_tokens, num_beams, eos, pad, length_penalty,
+                                                 early_stopping, process, n_ret, hooks))
 
         def warp(scores, seq):
             scores = process(scores, seq)

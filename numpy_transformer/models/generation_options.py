@@ -12,26 +12,67 @@ import numpy as np
 from ..utils.checks import check_number, check_positive_int
 from .logits_process import no_repeat_ngram, repetition_penalty, suppress_tokens
 
-__all__ = ["GenerateOutput", "resolve_length", "Processors", "Hooks"]
+__all__ = ["GenerateOutput", "EosTokenCriteria", "resolve_length", "Processors", "Hooks"]
 
 
 @dataclass
 class GenerateOutput:
-    """What ``generate(..., return_dict_in_generate=True)`` returns (Hugging Face's
-    ``GenerateDecoderOnlyOutput``, the fields this library fills).
+    """What ``generate(..., return_dict_in_generate=True)`` returns: Hugging Face's
+    ``GenerateDecoderOnlyOutput`` (greedy, sampling) or ``GenerateBeamDecoderOnlyOutput`` (beam
+    search), the fields this library fills.
 
     Attributes
     ----------
     sequences : ndarray (B * num_return_sequences, S + generated), int64
         What ``generate`` returns without the dict.
-    scores : tuple of ndarray (B * num_return_sequences, V) float64, or None
-        With ``output_scores=True``: one array per generated step, the processed scores the token was
-        picked from (after the repetition penalty, n-gram ban, min-new-tokens and, when sampling,
-        temperature, top-k and top-p), as Hugging Face's ``scores``. None otherwise.
+    scores : tuple of ndarray, or None
+        With ``output_scores=True``: one array per generated step, as Hugging Face's ``scores``. Greedy
+        and sampling: (B * num_return_sequences, V), the processed scores the token was picked from
+        (after the repetition penalty, n-gram ban, min-new-tokens and, when sampling, temperature,
+        top-k and top-p). Beam search: (B * num_beams, V), each running beam's processed
+        log-probabilities (log-softmax, then the processors), in the order of that step's beams
+        (``beam_indices`` says which beam each returned token extended). None otherwise.
+    sequences_scores : ndarray (B * num_return_sequences,) float64, or None
+        Beam search with ``output_scores=True``: each returned hypothesis's score, ``sum of its
+        log-probs / L ** length_penalty`` (L its generated tokens). None otherwise.
+    beam_indices : ndarray (B * num_return_sequences, generated) int64, or None
+        Beam search (always, as Hugging Face): at each step, the row of the ``B * num_beams`` running
+        beams of ``scores`` that the hypothesis's token extended; -1 after the hypothesis ended.
+        None for greedy and sampling.
     """
 
     sequences: np.ndarray
     scores: tuple | None = None
+    sequences_scores: np.ndarray | None = None
+    beam_indices: np.ndarray | None = None
+
+
+class EosTokenCriteria:
+    """A stopping criterion on a list of eos ids, Hugging Face's ``EosTokenCriteria``: a row is done once its
+    last token is one of ``eos_token_id``. Pass it as ``generate(..., stopping_criteria=[...])``.
+
+    Unlike ``eos_token_id=`` it only ends rows: greedy and sampling go on with real tokens in an ended
+    row (no padding) until every row has ended, and beam search ranks ``2 * num_beams`` candidates
+    (not ``max(2, 1 + n_eos) * num_beams``), as Hugging Face does with this criterion.
+
+    Parameters
+    ----------
+    eos_token_id : int or list of int
+        The ids that end a row.
+    """
+
+    def __init__(self, eos_token_id: int | list[int]):
+        ids = [eos_token_id] if isinstance(eos_token_id, (int, np.integer)) else list(eos_token_id)
+        if not ids or any(isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0 for i in ids):
+            raise ValueError(f"eos_token_id must be a token id >= 0 or a non-empty list of them, got {eos_token_id!r}")
+        self.eos_token_id = [int(i) for i in ids]
+
+    def __call__(self, seq: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """(N,) bool: does each row of ``seq`` (N, T) end with an eos id? (``scores`` is not used.)"""
+        return np.isin(seq[:, -1], self.eos_token_id)
+
+    def __repr__(self) -> str:
+        return f"EosTokenCriteria({self.eos_token_id})"
 
 
 def resolve_length(ids, input_ids, max_new_tokens, max_length):
@@ -113,29 +154,31 @@ class Hooks:
         self.return_dict = bool(return_dict_in_generate)
         self.scores = [] if output_scores else None
 
-    @property
-    def per_step(self):
-        """Does anything here need the greedy/sampling loop (beam search supports none of it)?"""
-        return self.streamer is not None or bool(self.criteria) or self.scores is not None
-
     def start(self, ids):
         if self.streamer is not None and hasattr(self.streamer, "put"):
             self.streamer.put(ids.copy())                        # Hugging Face puts the prompt first
 
-    def step(self, tokens, scores):
+    def keep_scores(self, scores):
+        """Keep one step's processed scores (with ``output_scores``)."""
         if self.scores is not None:
             self.scores.append(scores)
+
+    def step(self, tokens, scores):
+        self.keep_scores(scores)
         if self.streamer is not None:
             (self.streamer.put if hasattr(self.streamer, "put") else self.streamer)(tokens.copy())
 
     def stop(self, seq, scores):
-        """(B,) bool: the rows some criterion ends (Hugging Face's ``StoppingCriteriaList``: any of them)."""
+        """(N,) bool: the rows of ``seq`` (N, T) some criterion ends (Hugging Face's ``StoppingCriteriaList``:
+        any of them); ``scores`` (N, V) the processed scores each row's last token was picked from (greedy
+        and sampling: the B rows; beam search: the candidates)."""
         done = np.zeros(seq.shape[0], dtype=bool)
         for c in self.criteria:
             got = np.asarray(c(seq, scores))
             if got.dtype != bool or got.shape not in ((), (seq.shape[0],)):
-                raise ValueError(f"stopping_criteria {c!r} must return a bool or a (B,) = ({seq.shape[0]},) bool array "
-                                 f"(True: that row is done), got {got.dtype} of shape {got.shape}")
+                raise ValueError(f"stopping_criteria {c!r} must return a bool or a bool array of one entry per row of "
+                                 f"the sequences it is given, shape ({seq.shape[0]},) here (True: that row is done; "
+                                 f"beam search asks it of every candidate), got {got.dtype} of shape {got.shape}")
             done |= got
         return done
 
@@ -144,6 +187,16 @@ class Hooks:
             self.streamer.end()
 
     def output(self, sequences):
+        """Greedy and sampling: the sequences, or with ``return_dict_in_generate`` the dict."""
         if not self.return_dict:
             return sequences
         return GenerateOutput(sequences, None if self.scores is None else tuple(self.scores))
+
+    def beam_output(self, result):
+        """Beam search (a ``beam_search.BeamResult``), as Hugging Face's ``GenerateBeamDecoderOnlyOutput``:
+        ``beam_indices`` always, ``scores`` and ``sequences_scores`` only with ``output_scores``."""
+        if not self.return_dict:
+            return result.sequences
+        if self.scores is None:
+            return GenerateOutput(result.sequences, beam_indices=result.beam_indices)
+        return GenerateOutput(result.sequences, tuple(self.scores), result.sequences_scores, result.beam_indices)

@@ -313,7 +313,7 @@ class GPT(ModelBase):
         from .pretrained import load_pretrained
         return load_pretrained(cls, path, dtype)
 
-    def save_pretrained(self, path):
+    def save_pretrained(self, path, overwrite=False):
         """Write this model as a Hugging Face GPT-2 or Llama folder (``config.json``, ``model.safetensors``)
         that ``transformers.AutoModelForCausalLM.from_pretrained`` loads to the same logits.
 
@@ -323,9 +323,12 @@ class GPT(ModelBase):
             The folder (created if needed). A model neither architecture expresses raises
             ``nt.PretrainedFolderError`` naming its fields, before anything is written. See
             :func:`numpy_transformer.models.pretrained.save_pretrained`.
+        overwrite : bool
+            A folder that is not empty is refused (FileExistsError, nothing written: the folder a
+            model was loaded from is never replaced by mistake); True writes into it.
         """
         from .pretrained import save_pretrained
-        save_pretrained(self, path)
+        save_pretrained(self, path, overwrite=overwrite)
 
     def generate(self, ids=None, max_new_tokens=None, **kwargs):
         """Continue ``ids`` (B, S) by ``max_new_tokens``; see :func:`numpy_transformer.models.generation.generate`."""

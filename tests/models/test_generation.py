@@ -209,11 +209,14 @@ def test_beam_search_escapes_the_greedy_trap():
     assert G.generate(model, ids, 2, num_beams=2).tolist() == [[0, 2, 3]]
 
 
-@pytest.mark.parametrize("early_stopping,expected", [(True, [4, 1, 0]), (False, [4, 2, 3, 0]), ("never", [4, 2, 3, 0])])
+@pytest.mark.parametrize("early_stopping,expected", [(True, [4, 1, 0]), (False, [4, 1, 0]), ("never", [4, 2, 3, 0])])
 def test_beam_search_early_stopping(early_stopping, expected):
     """Two beams, eos = 0. Step 1 finishes [eos] (-0.69), step 2 [1, eos] (-0.65): num_beams hypotheses.
-    early_stopping=True stops there; False goes on, since the best live sum -1.31 over 2 tokens could
-    still beat the worst hypothesis, and finds [2, 3, eos] ((log .2 + 2 log .99) / 3 = -0.54)."""
+    early_stopping=True stops there. False stops there too: the best *running* beam, [2, 3] (-1.62),
+    over its 2 tokens (-0.81) cannot beat the worst hypothesis (-0.69) (transformers 5 bounds the
+    running beams only; 4.x also counted the just-finished [1, eos] and went on). "never" bounds it over
+    the 4 tokens it may reach (-0.40), goes on and finds [2, 3, eos] ((log .2 + 2 log .99) / 3 = -0.54).
+    The same tokens as transformers' generate: tests/models/test_beam_search_hf.py."""
     model = _bigram({4: {0: 0.5, 1: 0.3, 2: 0.2}, 1: {0: 0.9}, 2: {3: 0.99}, 3: {0: 0.99}}, 5)
     out = G.generate(model, np.array([[4]]), 4, num_beams=2, eos_token_id=0, pad_token_id=3,
                      early_stopping=early_stopping)

@@ -194,6 +194,24 @@ def test_save_pretrained_over_a_sharded_copy_replaces_it(tmp_path):
     (folder / "model.safetensors.index.json").write_text(
         json.dumps({"weight_map": {k: "model-00001-of-00001.safetensors" for k in tensors}}))
     model = nt.GPT(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8, ffn="gelu_new", seed=5)
-    model.save_pretrained(folder)
+    model.save_pretrained(folder, overwrite=True)
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    assert np.array_equal(nt.GPT.from_pretrained(folder).wte.weight.data, model.wte.weight.data)
+
+
+def test_save_pretrained_refuses_a_folder_that_is_not_empty(tmp_path):
+    """Saving a fine-tuned model over the folder it was loaded from would lose the original: a folder
+    that holds anything is refused, naming it and what it holds, and nothing is written."""
+    folder = _folder(tmp_path / "source")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    model = nt.GPT.from_pretrained(folder)
+    model.wte.weight.data[...] += 1.0
+    with pytest.raises(FileExistsError, match=r"is not empty \(it holds config.json, model.safetensors\); save to a "
+                                              r"new folder, or pass overwrite=True"):
+        model.save_pretrained(folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    model.save_pretrained(tmp_path / "new")                                  # a new folder
+    (tmp_path / "empty").mkdir()
+    model.save_pretrained(tmp_path / "empty")                                # an empty one
+    model.save_pretrained(folder, overwrite=True)                            # explicitly
     assert np.array_equal(nt.GPT.from_pretrained(folder).wte.weight.data, model.wte.weight.data)

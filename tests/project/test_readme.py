@@ -11,8 +11,10 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 
 def test_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
+    import _readme
     assert len(BLOCKS) >= 5
     monkeypatch.chdir(tmp_path)
+    _readme.run_script_commands(tmp_path)          # what the blocks read (scripts/tiny_hf_folder.py's folder)
     ns = {"__name__": "__readme__"}
     for i, code in enumerate(BLOCKS):
         exec(compile(code, f"README.md python block {i}", "exec"), ns)

@@ -84,14 +84,17 @@ def load_pretrained(cls, path, dtype="float32"):
     return model
 
 
-def save_pretrained(model, path) -> None:
+def save_pretrained(model, path, overwrite: bool = False) -> None:
     """Write ``model`` (a :class:`~numpy_transformer.GPT`) as a Hugging Face folder: ``config.json`` and
     ``model.safetensors``, which ``transformers.AutoModelForCausalLM.from_pretrained`` loads to the same
     logits, and :func:`load_pretrained` to the same arrays bit for bit.
 
-    The folder is created if needed (an existing one is written into: its ``config.json`` and weights
-    are replaced). A model neither GPT-2 nor Llama can express raises PretrainedFolderError naming its
-    fields (:func:`~.hf_config.hf_model_type`), before anything is written.
+    The folder is created if needed; an existing empty one is written into. A folder that holds
+    anything is refused (FileExistsError naming it and what it holds, nothing written), so a model
+    loaded from a folder is never saved over its source by mistake; ``overwrite=True`` writes into it
+    (its ``config.json`` and weights, sharded or not, are replaced; other files stay). A model neither
+    GPT-2 nor Llama can express raises PretrainedFolderError naming its fields
+    (:func:`~.hf_config.hf_model_type`), before anything is written.
     """
     cfg = model.config
     hf = config_to_hf(cfg)                       # raises first: nothing written for a model HF cannot hold
@@ -101,6 +104,11 @@ def save_pretrained(model, path) -> None:
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(f"path: {path!r} is a file, not a folder")
+    held = sorted(os.listdir(path)) if os.path.isdir(path) else []
+    if held and not overwrite:
+        shown = ", ".join(held[:5]) + (f", ... ({len(held)} entries)" if len(held) > 5 else "")
+        raise FileExistsError(f"path: {path!r} is not empty (it holds {shown}); save to a new folder, or pass "
+                              "overwrite=True to replace its config.json and weights")
     os.makedirs(path, exist_ok=True)
     write_tensors(path, tensors)
     with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
