@@ -33,5 +33,5 @@ def write_gpt2_folder(folder, vocab_size=300, tokenizer=True, seed=0, dtype="flo
         vocab_size = write_tokenizer(folder, vocab_size).get_vocab_size()
     model = nt.GPT(vocab_size=vocab_size, block_size=32, n_layer=2, n_head=2, n_embd=16, ffn="gelu_new",
                    dtype=dtype, seed=seed)
-    model.save_pretrained(folder)
+    model.save_pretrained(folder, overwrite=True)          # beside the tokenizer.json written first
     return model

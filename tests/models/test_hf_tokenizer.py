@@ -101,6 +101,7 @@ def test_a_damaged_tokenizer_json_and_a_foreign_one_are_refused(folder, tmp_path
     write_gpt2_folder(small, vocab_size=300, tokenizer=False)
     from _tiny_folders import write_tokenizer
     write_tokenizer(small, vocab_size=300)
-    nt.GPT(vocab_size=100, block_size=8, n_layer=1, n_head=2, n_embd=8, ffn="gelu_new", seed=0).save_pretrained(small)
+    foreign = nt.GPT(vocab_size=100, block_size=8, n_layer=1, n_head=2, n_embd=8, ffn="gelu_new", seed=0)
+    foreign.save_pretrained(small, overwrite=True)
     assert main(["sample", str(small), "--prompt", "the", "--max-new-tokens", "2"]) == 2
     assert "tokens but the model 100; the tokenizer belongs to another model" in capsys.readouterr().err
