@@ -76,6 +76,18 @@ SHRINK_DRAWS = 120
 SHRINK_RUNS = 8
 
 
+def shrink_candidates(failing, draw, first_extra, draws=SHRINK_DRAWS, runs=SHRINK_RUNS):
+    """``(best, smaller)``: the smallest known failing ``(index, case)`` and, smallest first, the at most
+    ``runs`` cases among ``first_extra`` to ``first_extra + draws - 1`` (drawn by ``draw(i)``) that are
+    smaller still (fewest input elements, then the lowest index)."""
+    def size(ic):
+        return (input_size(ic[1].inputs), ic[0])
+
+    best = min(failing, key=size)
+    smaller = [ic for ic in ((i, draw(i)) for i in range(first_extra, first_extra + draws)) if size(ic) < size(best)]
+    return best, sorted(smaller, key=size)[:runs]
+
+
 def smallest_failing(ex, failing, grade_many, draw, first_extra, draws=SHRINK_DRAWS, runs=SHRINK_RUNS):
     """``(index, case)`` of the smallest failing case.
 
@@ -85,12 +97,7 @@ def smallest_failing(ex, failing, grade_many, draw, first_extra, draws=SHRINK_DR
     the smallest that fails wins (fewest input elements, then the lowest index). The cost is bounded by
     counts, not by a clock, so the same seed gives the same smallest case on a busy machine too.
     """
-    def size(ic):
-        return (input_size(ic[1].inputs), ic[0])
-
-    best = min(failing, key=size)
-    smaller = [ic for ic in ((i, draw(i)) for i in range(first_extra, first_extra + draws)) if size(ic) < size(best)]
-    smaller = sorted(smaller, key=size)[:runs]
+    best, smaller = shrink_candidates(failing, draw, first_extra, draws, runs)
     if smaller:
         for ic, fails in zip(smaller, grade_many([c for _, c in smaller])):
             if fails:
