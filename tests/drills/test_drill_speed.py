@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer.drills as drills
-from numpy_transformer.drills.engine import grader, judge, matching, probe
+from numpy_transformer.drills.engine import grader, matching, probe
 from numpy_transformer.drills.engine.definition import Exercise
 from numpy_transformer.drills.exercises import draw_case
 from tests.drills.drill_helpers import apply_patches, solution_source
@@ -58,8 +58,8 @@ def test_a_failing_check_sends_a_fixed_number_of_messages(name, tmp_path, monkey
     assert rc == 1
     # setup, the 40 cases, the shrinking candidates (the smallest case's arrays are among the answers
     # already received: no run of its own), the sub-blocks switched off (localisation, docs/drills.md),
-    # the gradient check's forwards
-    assert sent == ["setup", "batch", "batch", "batch", "batch"], sent
+    # the gradient check's forwards (one copy of the inputs and the points: the child builds the copies)
+    assert sent == ["setup", "batch", "batch", "batch", "perturb"], sent
 
 
 def test_a_passing_check_sends_two_messages(tmp_path, monkeypatch):

@@ -31,6 +31,14 @@ class Candidate:
         self.child.send({"op": "batch", "inputs": inputs_list, "skip": dict(skip or {})})
         return (self._result(self.child.receive()) for _ in inputs_list)
 
+    def run_perturbed(self, inputs, points, skip=None):
+        """The gradient check's forwards in one request: ``inputs``, then ``inputs`` with each point's
+        element moved (``points``: ``[(path, flat index, step)]``; the child builds them). An iterator
+        over the results, as :meth:`run_all`'s."""
+        points = [[list(path), int(flat), float(step)] for path, flat, step in points]
+        self.child.send({"op": "perturb", "inputs": inputs, "points": points, "skip": dict(skip or {})})
+        return (self._result(self.child.receive()) for _ in range(len(points) + 1))
+
     @staticmethod
     def _result(msg):
         outputs = {}

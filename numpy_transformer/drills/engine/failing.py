@@ -69,9 +69,12 @@ def probe_failures(ex, module, args, failing, disabled, shrinking, users, ev):
     def run_many(inputs_list):
         return [r.outputs for r in module.run_all(inputs_list, skip)]
 
+    def run_points(inputs, points):
+        return [r.outputs for r in module.run_perturbed(inputs, points, skip)]
+
     fwd = ex.outputs[0][0]
     if rec.failure is None and fwd in rec.outputs:
-        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run_many, args.seed)
+        checks = grad_check(ex, module, case.inputs, ref, rec.outputs, run_many, args.seed, run_points=run_points)
         if checks:
             ev.emit(event="gradcheck", index=index, desc=case.desc, forward_ok=fwd not in wrong, checks=checks,
                     wrong=list(wrong))
