@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer.drills as drills
-from numpy_transformer.drills.engine import grader, judge, probe
+from numpy_transformer.drills.engine import grader, matching, probe
 from numpy_transformer.drills.engine.definition import Exercise
 from numpy_transformer.drills.exercises import draw_case
 from tests.drills.drill_helpers import apply_patches, solution_source
@@ -56,9 +56,10 @@ def test_a_failing_check_sends_a_fixed_number_of_messages(name, tmp_path, monkey
     sent = _counting_worker(monkeypatch)
     rc = drills.check_file(str(path), stream=io.StringIO(), torch="off", quiet=True)
     assert rc == 1
-    # setup, the 40 cases, the shrinking candidates, the smallest case, the sub-blocks switched off
-    # (localisation, docs/drills.md), the gradient check's forwards
-    assert sent == ["setup", "batch", "batch", "run", "batch", "batch"], sent
+    # setup, the 40 cases, the shrinking candidates (the smallest case's arrays are among the answers
+    # already received: no run of its own), the sub-blocks switched off (localisation, docs/drills.md),
+    # the gradient check's forwards (one copy of the inputs and the points: the child builds the copies)
+    assert sent == ["setup", "batch", "batch", "batch", "perturb"], sent
 
 
 def test_a_passing_check_sends_two_messages(tmp_path, monkeypatch):
@@ -83,7 +84,7 @@ def test_the_pair_search_is_bounded_by_a_count(tmp_path, monkeypatch):
     monkeypatch.setattr(Exercise, "variant", variant)
     rc = drills.check_file(str(path), stream=io.StringIO(), torch="off", quiet=True)
     assert rc == 1
-    assert 0 < len(runs) <= judge.MAX_PAIR_RUNS, len(runs)
+    assert 0 < len(runs) <= matching.MAX_PAIR_RUNS, len(runs)
     n_configs = sum(len(m.configs) for m in drills.get("multi_head_attention").mistakes)
     assert len(runs) <= n_configs * (n_configs - 1) // 2          # one case's worth, not one per failing case
 
@@ -91,12 +92,12 @@ def test_the_pair_search_is_bounded_by_a_count(tmp_path, monkeypatch):
 def test_the_gradient_check_is_bounded_per_input_and_in_total():
     ex = drills.get("decoder_layer")
     case = draw_case(ex, 0, 3)
-    ref = judge._reference_outputs(ex, case.inputs)
+    ref = matching.reference_outputs(ex, case.inputs)
     batches = []
 
     def run_many(inputs_list):
         batches.append(len(inputs_list))
-        return [judge.run_impl(ex, ex.reference(), inp, disabled={"decoder_layer_backward": "forward only"},
+        return [matching.run_impl(ex, ex.reference(), inp, disabled={"decoder_layer_backward": "forward only"},
                                watch=False).outputs for inp in inputs_list]
     checks = probe.grad_check(ex, None, case.inputs, ref, ref, run_many)
     assert len(batches) == 1                                    # every perturbed forward in one request
@@ -131,9 +132,9 @@ def test_variant_comparison_shortcut_agrees_with_compare():
         for i in (0, ex.n_edge + 1):
             case = draw_case(ex, 0, i)
             with np.errstate(all="ignore"):
-                ref = judge._reference_outputs(ex, case.inputs)
-                variants = judge._variant_outputs(ex, case.inputs)
-                fast = judge._variants_wrong(ex, case.inputs, variants, ref, diagnose.TOL)
+                ref = matching.reference_outputs(ex, case.inputs)
+                variants = matching.variant_outputs(ex, case.inputs)
+                fast = matching.variants_wrong(ex, case.inputs, variants, ref, diagnose.TOL)
             full = {mid: [{n for n, v in vout.items() if n in ref and not diagnose.compare(v, ref[n])["ok"]}
                           for vout in results] for mid, results in variants.items()}
             assert fast == full, name

@@ -7,7 +7,10 @@
 * :mod:`.worker` — the grading child (``python -I .../engine/worker.py``), which loads :mod:`.wire`,
   :mod:`.guard` and :mod:`.harness` by file path and never the package;
 * :mod:`.spawn` — starting, talking to and ending that child; :mod:`.judge` — the parent's verdict on
-  each case; :mod:`.probe` — the gradient check and the smallest failing case;
+  each case (:mod:`.candidate`: the child's answers as it reads them); :mod:`.matching` — the known
+  mistakes run and matched, bounded by counts (:mod:`.patching`: patched solutions compiled chunk by
+  chunk); :mod:`.failing` and :mod:`.probe` — the smallest failing case, the localisation and the
+  gradient check;
 * :mod:`.diagnose`, :mod:`.diagnosis` — comparisons, hints, which known mistake explains a failure;
 * :mod:`.readings` — the verified readings of a wrong array (a named factor, dout replaced by the
   input, one additive term off); :mod:`.localise` — which sub-block of a composite layer goes wrong;

@@ -15,6 +15,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .patching import exec_source
+
 #: a source patch: ``(text in solution.py, what a person making the mistake writes instead)``, applied in order
 Patch = Tuple[Tuple[str, str], ...]
 
@@ -144,7 +146,7 @@ def _patched_solution(path, patches):
     if source is None:
         return None
     namespace = {"__name__": "_drill_variant", "__file__": path}
-    exec(compile(source, path, "exec"), namespace)   # our own solution.py, patched by our own mistakes.py
+    exec_source(source, path, namespace)   # our own solution.py, patched by our own mistakes.py
     return SimpleNamespace(**{k: v for k, v in namespace.items() if callable(v) and not k.startswith("__")})
 
 

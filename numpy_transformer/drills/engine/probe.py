@@ -76,6 +76,18 @@ SHRINK_DRAWS = 120
 SHRINK_RUNS = 8
 
 
+def shrink_candidates(failing, draw, first_extra, draws=SHRINK_DRAWS, runs=SHRINK_RUNS):
+    """``(best, smaller)``: the smallest known failing ``(index, case)`` and, smallest first, the at most
+    ``runs`` cases among ``first_extra`` to ``first_extra + draws - 1`` (drawn by ``draw(i)``) that are
+    smaller still (fewest input elements, then the lowest index)."""
+    def size(ic):
+        return (input_size(ic[1].inputs), ic[0])
+
+    best = min(failing, key=size)
+    smaller = [ic for ic in ((i, draw(i)) for i in range(first_extra, first_extra + draws)) if size(ic) < size(best)]
+    return best, sorted(smaller, key=size)[:runs]
+
+
 def smallest_failing(ex, failing, grade_many, draw, first_extra, draws=SHRINK_DRAWS, runs=SHRINK_RUNS):
     """``(index, case)`` of the smallest failing case.
 
@@ -85,12 +97,7 @@ def smallest_failing(ex, failing, grade_many, draw, first_extra, draws=SHRINK_DR
     the smallest that fails wins (fewest input elements, then the lowest index). The cost is bounded by
     counts, not by a clock, so the same seed gives the same smallest case on a busy machine too.
     """
-    def size(ic):
-        return (input_size(ic[1].inputs), ic[0])
-
-    best = min(failing, key=size)
-    smaller = [ic for ic in ((i, draw(i)) for i in range(first_extra, first_extra + draws)) if size(ic) < size(best)]
-    smaller = sorted(smaller, key=size)[:runs]
+    best, smaller = shrink_candidates(failing, draw, first_extra, draws, runs)
     if smaller:
         for ic, fails in zip(smaller, grade_many([c for _, c in smaller])):
             if fails:
@@ -105,6 +112,15 @@ def _get(inputs, path):
         if obj is None:
             return None
     return obj
+
+
+def _perturbed(inputs, path, flat, step):
+    """A copy of ``inputs`` with element ``flat`` of the array at ``path`` moved by ``step`` (what the
+    grading child builds for a ``perturb`` request)."""
+    inp = copy.deepcopy(inputs)
+    target = _get(inp, path)
+    target[np.unravel_index(flat, target.shape)] += step
+    return inp
 
 
 def grad_targets(ex, inputs, ref_outputs):
@@ -136,12 +152,16 @@ def grad_targets(ex, inputs, ref_outputs):
     return loss, upstream, targets
 
 
-def grad_check(ex, module, inputs, ref_outputs, user_outputs, run_many, seed=0, max_total=FD_MAX_TOTAL):
+def grad_check(ex, module, inputs, ref_outputs, user_outputs, run_many, seed=0, max_total=FD_MAX_TOTAL,
+               run_points=None):
     """Compare the candidate's gradients with central differences of the candidate's own forward.
 
     ``run_many(inputs_list) -> [outputs, ...]``: the candidate's forward on each inputs (one request to
-    the grading child for all of them). Returns ``[{"name", "input", "consistent", "rel", "n"}]`` for
-    each gradient the backward returned (empty when there is nothing to check). Every element of a
+    the grading child for all of them); or, when given, ``run_points(inputs, points) -> [outputs, ...]``:
+    its forward on ``inputs`` then on ``inputs`` with each point ``(path, flat index, step)`` applied
+    (the child builds those copies: :meth:`.candidate.Candidate.run_perturbed`). Returns ``[{"name",
+    "input", "consistent", "rel", "n"}]`` for each gradient the backward returned (empty when there is
+    nothing to check). Every element of a
     small input is perturbed, a seeded sample of a big one: at most :data:`FD_MAX_ELEMENTS` per input and
     ``max_total`` over all of them (two forwards each).
     """
@@ -160,7 +180,7 @@ def grad_check(ex, module, inputs, ref_outputs, user_outputs, run_many, seed=0, 
 
     rng = np.random.default_rng(seed)
     per_input = max(2, min(FD_MAX_ELEMENTS, max_total // max(len(targets), 1)))
-    plan, perturbed = [], [inputs]              # (gradient, path, got, [element index ...]); the inputs to run
+    plan, points = [], []                       # (gradient, path, got, [element index ...]); the forwards to run
     for gname, path in targets.items():
         got = user_outputs.get(gname)
         base = _get(inputs, path)
@@ -171,17 +191,15 @@ def grad_check(ex, module, inputs, ref_outputs, user_outputs, run_many, seed=0, 
         if got.shape != base.shape or not np.all(np.isfinite(got)):
             continue
         n = base.size
-        picks = range(n) if n <= per_input else rng.choice(n, per_input, replace=False)
-        idxs = [np.unravel_index(int(flat), base.shape) for flat in picks]
-        for idx in idxs:
-            for sign in (1.0, -1.0):
-                inp = copy.deepcopy(inputs)
-                _get(inp, path)[idx] += sign * FD_STEP
-                perturbed.append(inp)
-        plan.append((gname, path, got, idxs))
+        picks = [int(flat) for flat in (range(n) if n <= per_input else rng.choice(n, per_input, replace=False))]
+        points += [(path, flat, sign * FD_STEP) for flat in picks for sign in (1.0, -1.0)]
+        plan.append((gname, path, got, [np.unravel_index(flat, base.shape) for flat in picks]))
     if not plan:
         return []
-    values = [objective(o) for o in run_many(perturbed)]
+    if run_points is not None:
+        values = [objective(o) for o in run_points(inputs, points)]
+    else:
+        values = [objective(o) for o in run_many([inputs] + [_perturbed(inputs, *p) for p in points])]
     if values[0] is None:
         return []
     report, k = [], 1

@@ -29,8 +29,11 @@ The conversation:
   ``{"outputs": {name: {"array": a} | {"problem": text} | {"missing": True}}, "failure": ..., "notes": [...],
   "mutations": [...], "seconds": s}``; to ``{"op": "batch", "inputs": [...], "skip": ...}`` (every case of
   a check in one message: one round trip, and the parent computes the references meanwhile) it sends
-  one such answer per inputs, in order, skipping a function on later cases once it timed out; end of
-  file on its input ends it.
+  one such answer per inputs, in order, skipping a function on later cases once it timed out; to
+  ``{"op": "perturb", "inputs": {...}, "points": [[path, flat index, step], ...], "skip": ...}`` (the
+  gradient check's forwards: the inputs, then each with one element moved by ``step``, built here so
+  that one copy of the inputs crosses the pipe, not one per point) one answer for the inputs, then one
+  per point; end of file on its input ends it.
 """
 
 import argparse
@@ -162,6 +165,28 @@ def _answer(harness, driver, module, msg, path, call_timeout):
             "seconds": seconds}
 
 
+def perturbed(inputs, path, flat, step):
+    """``inputs`` with element ``flat`` (of the flattened array at ``path``: ``["x"]``, ``["params",
+    "W1"]``) moved by ``step``; only the dicts on the path and that array are copied."""
+    out = dict(inputs)
+    holder = out
+    for part in path[:-1]:
+        holder[part] = dict(holder[part])
+        holder = holder[part]
+    arr = np.array(holder[path[-1]], copy=True, order="C")
+    arr.reshape(-1)[int(flat)] += float(step)
+    holder[path[-1]] = arr
+    return out
+
+
+def _many(msg):
+    """The inputs a ``batch`` or ``perturb`` request asks to run, in order."""
+    if msg["op"] == "batch":
+        return list(msg["inputs"])
+    base = msg["inputs"]
+    return [base] + [perturbed(base, [str(p) for p in path], flat, step) for path, flat, step in msg["points"]]
+
+
 def serve(rfd, wfd):
     """Take the setup, import the user's file and answer the parent's requests until it
     closes the pipe."""
@@ -182,13 +207,13 @@ def serve(rfd, wfd):
         wire.send(wfd, {"ok": True, "callable": [f for f in functions if callable(getattr(module, f, None))]})
         while True:
             msg = wire.receive(rfd)
-            if msg is None or msg.get("op") not in ("run", "batch"):
+            if msg is None or msg.get("op") not in ("run", "batch", "perturb"):
                 return 0
             if msg["op"] == "run":
                 wire.send(wfd, _answer(harness, driver, module, msg, path, call_timeout))
                 continue
             skip = dict(msg.get("skip") or {})
-            for inputs in msg["inputs"]:
+            for inputs in _many(msg):
                 answer = _answer(harness, driver, module, {"inputs": inputs, "skip": skip}, path, call_timeout)
                 f = answer["failure"]
                 if f is not None and f["kind"] == "timeout":
