@@ -15,10 +15,6 @@ FAMILIES = (
            "The second linear layer's input is r = relu(a): dW2 = dy^T r.",
            "dr, dW2 = lin_grads(dy, r, W2).",
            (((r"_lin_grads\((\w+), r, p\[\"W2\"\]\)", r'_lin_grads(\1, a, p["W2"])'),),)),
-    Family("ffn_db1_before_relu", "db1 from the gradient before the ReLU (dr instead of da)",
-           "b1 is added before the ReLU, so its gradient is the gated da = dr * (a > 0), summed over positions.",
-           "db1 = da.reshape(-1, F).sum(0).",
-           (((r"g\[\"b1\"\] = da\.", 'g["b1"] = dr.'),),)),
     Family("ffn_bias_grad_averaged", "the feed-forward's bias gradients averaged over positions instead of "
            "summed",
            "A bias is added at every position (B * S of them): its gradient is the sum of the gradients "
