@@ -60,4 +60,9 @@ FAMILIES = (
            "future ones a causal mask then hides); -m |j - i| penalises the future alike.",
            "rel = np.arange(T)[None, :] - (np.arange(S)[:, None] + T - S); bias = m * rel.",
            (((_REL, r"rel = -np.abs(\1)"),),)),
+    Family("alibi_bias_slopes_dropped", "bias = j - i for every head: the slopes m_h never multiplied in",
+           "Each head h scales the same distance j - i by its own slope m_h: that is what makes some heads "
+           "local and others global.",
+           "bias = slopes[:, None, None] * rel[None].",
+           (((r"alibi_slopes\((\w+)\)\[:, None, None\] \* (\w+)\[None\]", r"np.ones(\1)[:, None, None] * \2[None]"),),)),
 )

@@ -29,6 +29,12 @@ def _pre_ln_for_post_ln(fn, self_attention=False):
             rf"\1_n, \8 = _ln_forward(\5, \9)\n\1\2, \3 = \4(_n, {new_two}\6)\n\1\7 = \5 + \2")
 
 
+def _norm_on_branch():
+    """post-LN ``h, c = LN(x + f)`` written ``h = x + LN(f)``: the branch normalised, not the sum."""
+    return (r"(?m)^([ \t]+)(\w+), (c_n\d) = _ln_forward\((\w+) \+ (\w+), ([^\n]*)\)$",
+            r"\1_b, \3 = _ln_forward(\5, \6)\n\1\2 = \4 + _b")
+
+
 FAMILIES = (
     Family("residual_grad_dropped", "backward dropped a residual's identity path",
            "A residual z = x + f(x) sends dz to x twice: directly (the identity) and through f. Keeping "
@@ -49,4 +55,10 @@ FAMILIES = (
             (_pre_ln_for_post_ln(_FFN),),
             (_pre_ln_for_post_ln(_ATTN, self_attention=True), _pre_ln_for_post_ln(_ATTN),
              _pre_ln_for_post_ln(_FFN)))),
+    Family("residual_norm_on_branch", "post-LN written x + LN(f(x)): the branch normalised instead of the "
+           "residual sum",
+           "post-LN normalises the sum, h = LN(x + f(x)); x + LN(f(x)) leaves the residual stream "
+           "unnormalised and its scale grows layer after layer.",
+           "h = LN(x + f(x)).",
+           ((_norm_on_branch(),),)),
 )

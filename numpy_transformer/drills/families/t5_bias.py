@@ -66,4 +66,8 @@ FAMILIES = (
            "dbias.reshape(H, -1).T (or transpose(1, 2, 0) then reshape); reshape(-1, H) alone mixes them.",
            "np.add.at(dW, buckets.reshape(-1), dbias.reshape(H, -1).T).",
            (((r"dbias\.reshape\(H, -1\)\.T\b", "dbias.reshape(-1, H)"),),)),
+    Family("t5_bias_not_transposed", "bias returned as W[buckets], (S, T, H), without moving H first",
+           "W[buckets] is (S, T, H); the bias added to the (B, H, S, T) scores is (H, S, T): transpose(2, 0, 1).",
+           "bias = W[buckets].transpose(2, 0, 1).",
+           (((r"W\[buckets\]\.transpose\(2, 0, 1\)", "W[buckets]"),),)),
 )
