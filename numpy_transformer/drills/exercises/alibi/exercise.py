@@ -12,7 +12,7 @@ from ...engine.definition import Case, Exercise, describe
 #: its place in `drill list`
 ORDER = 110
 #: the ops it contains: their mistake families (drills/families/) apply to it
-OPS = ('positions',)
+OPS = ('positions', 'alibi')
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'alibi'}
 

@@ -16,7 +16,7 @@ from ...engine.definition import MISSING, Case, Exercise, describe, shape_text
 #: its place in `drill list`
 ORDER = 250
 #: the ops it contains: their mistake families (drills/families/) apply to it
-OPS = ('softmax', 'attention', 'heads', 'norms', 'residual')
+OPS = ('softmax', 'attention', 'heads', 'projections', 'norms', 'residual', 'feedforward')
 
 
 def _g(*names):

@@ -13,7 +13,7 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 #: its place in `drill list`
 ORDER = 210
 #: the ops it contains: their mistake families (drills/families/) apply to it
-OPS = ('softmax', 'attention', 'heads')
+OPS = ('softmax', 'attention', 'heads', 'projections')
 
 #: its sub-blocks, for "where it goes wrong" (engine/localise.py): how each is switched off, and the
 #: order the backward visits them

@@ -10,6 +10,8 @@ from ...engine.definition import Case, Exercise, describe
 
 #: its place in `drill list`
 ORDER = 150
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('sinusoid',)
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'positional_encoding'}
 

@@ -13,7 +13,7 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 #: its place in `drill list`
 ORDER = 100
 #: the ops it contains: their mistake families (drills/families/) apply to it
-OPS = ('positions',)
+OPS = ('positions', 't5_bias')
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'relative_position_bias'}
 

@@ -12,6 +12,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 
 #: its place in `drill list`
 ORDER = 170
+#: the ops it contains: their mistake families (drills/families/) apply to it
+OPS = ('rope',)
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'op': 'rope',
           'inputs': {'x': 'x'},
