@@ -52,7 +52,8 @@ CASES = [
     ("encoder_layer", [("ctx = (P @ vh).transpose(0, 2, 1, 3).reshape(B, S, D)", "ctx = np.reshape(P @ vh, (B, S, D))"),
                        ("merge = lambda t: t.transpose(0, 2, 1, 3).reshape(B, S, D)",
                         "merge = lambda t: np.reshape(t, (B, S, D))")], "heads_merge_without_transpose"),
-    ("decoder_layer", [("    f, c_f = _ffn_forward(h2, p)\n    y, c_n3 = _ln_forward(h2 + f, p[\"gamma3\"], p[\"beta3\"])\n",
+    ("decoder_layer", [("    f, c_f = _ffn_forward(h2, p)\n"
+                        "    y, c_n3 = _ln_forward(h2 + f, p[\"gamma3\"], p[\"beta3\"])\n",
                         "    z, c_n3 = _ln_forward(h2, p[\"gamma3\"], p[\"beta3\"])\n    f, c_f = _ffn_forward(z, p)\n"
                         "    y = h2 + f\n")], "residual_pre_ln_for_post_ln"),
     ("decoder_layer", [("dtgt = dz1 + dq_sa + dk_sa + dv_sa", "dtgt = dz1 + dq_sa + dk_sa")],

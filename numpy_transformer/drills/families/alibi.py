@@ -64,5 +64,6 @@ FAMILIES = (
            "Each head h scales the same distance j - i by its own slope m_h: that is what makes some heads "
            "local and others global.",
            "bias = slopes[:, None, None] * rel[None].",
-           (((r"alibi_slopes\((\w+)\)\[:, None, None\] \* (\w+)\[None\]", r"np.ones(\1)[:, None, None] * \2[None]"),),)),
+           (((r"alibi_slopes\((\w+)\)\[:, None, None\] \* (\w+)\[None\]",
+               r"np.ones(\1)[:, None, None] * \2[None]"),),)),
 )
