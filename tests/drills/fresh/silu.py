@@ -1,9 +1,9 @@
 """Fresh unlisted mistakes for silu."""
 
 MISTAKES = [
-    dict(label="sigmoid written 1 / (1 + exp(x)) (the sign of the exponent lost)",
-         keywords=["sigmoid", "sign", "exp(-x)"],
-         patch=[("    return np.where(x >= 0, 1.0, e) / (1.0 + e)", "    return 1.0 / (1.0 + np.exp(x))")]),
+    dict(label="product rule written as a product: s * x s (1 - s) instead of s + x s (1 - s)",
+         keywords=["product rule", "sum of", "added"],
+         patch=[("return dy * (s + x * s * (1.0 - s))", "return dy * (s * x * s * (1.0 - s))")]),
     dict(label="the sigmoid's derivative written (1 - s) without the s factor",
          keywords=["sigmoid derivative", "s(1-s)", "s * (1 - s)", "derivative"],
          patch=[("return dy * (s + x * s * (1.0 - s))", "return dy * (s + x * (1.0 - s))")]),
