@@ -23,8 +23,7 @@ import pytest
 
 import numpy_transformer.drills as drills
 from tests.drills.drill_helpers import check_inprocess, solution_source
-from tests.drills.test_drill_unlisted import (CASES, NAMING_GOAL, apply_once, first_bullet, headline,
-                                              is_named)
+from tests.drills.test_drill_unlisted import CASES, NAMING_GOAL, apply_once, first_bullet, headline, is_named
 
 NAMES = sorted(drills.EXERCISES)
 
