@@ -139,7 +139,6 @@ def naming_table(reports):
     return named / len(ALL_MISTAKES), misses
 
 
-@pytest.mark.xfail(strict=False, reason="until i24-diagnose lands: the mechanism that reads the error")
 def test_unlisted_mistakes_are_named_at_the_goal_rate(reports_dir):
     rate, misses = naming_table(reports_dir)
     total = len(ALL_MISTAKES)
