@@ -20,7 +20,7 @@ __all__ = ["OracleUnavailable", "TORCH_REQUIREMENT", "CPU_INDEX_URL", "available
            "torch_missing_error", "check_against_torch", "check_against_torch_module"]
 
 PACKAGE = "reference_torch"
-TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of setup.cfg's "dev" extra (and scripts/test.sh)
+TORCH_REQUIREMENT = "torch==2.13.0"          # the pin of pyproject.toml's "test" and "dev" extras
 CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"   # PyPI's Linux wheel is the CUDA build (GBs)
 
 

@@ -15,6 +15,16 @@ Needs torch; ``numpy_transformer`` itself never imports this package (only lazil
 
 import sys as _sys
 
+# ``python -m reference_torch.check`` is starting: Ctrl-C while it loads (torch takes seconds) is one line
+# and status 130; check/__main__.py restores Ctrl-C's KeyboardInterrupt for the run
+if _sys.argv[:1] == ["-m"]:
+    import signal as _signal
+
+    def _interrupted_while_starting_up(signum, frame):
+        print("interrupted while starting up, nothing done", file=_sys.stderr)
+        _sys.exit(130)
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting_up)
+
 try:
     import torch as _torch  # noqa: F401  (everything here needs it)
 except ImportError as _exc:

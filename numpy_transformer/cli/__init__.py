@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 
+from .. import __version__
 from ..utils.text import plain
 
 # One entry per command module; a module that is missing is simply not offered.
@@ -91,14 +92,18 @@ def parse_tokens(text, seq_len, vocab_size):
 
 def build_parser(argv=None):
     """The command-line parser. When ``argv`` names a command, only that command's module is imported
-    (``drill check`` then does not pay for importing training, plotting, the registry...); otherwise
-    every command is registered, so that ``--help`` and a mistyped command list them all."""
+    (``drill check`` then does not pay for importing training, plotting, the registry...); ``--version``
+    alone registers none; otherwise every command is registered, so that ``--help`` and a mistyped command
+    list them all."""
     parser = argparse.ArgumentParser(
         prog="numpy-transformer",
         description="Transformers (encoder, decoder, GPT) in pure NumPy with hand-written backward passes.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version (numpy-transformer X.Y.Z) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    chosen = [argv[0]] if argv and argv[0] in COMMAND_MODULES else COMMAND_MODULES
+    chosen = ([argv[0]] if argv and argv[0] in COMMAND_MODULES
+              else [] if argv == ["--version"] else COMMAND_MODULES)
     for name in chosen:
         try:
             module = importlib.import_module(f"numpy_transformer.cli.{name}")

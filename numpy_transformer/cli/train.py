@@ -122,7 +122,8 @@ def add_config_options(p):
     g.add_argument("--label-smoothing", type=float, help=f"(default {_D.label_smoothing})")
     g.add_argument("--batch-size", type=int, help=f"sequences per step (default {_D.batch_size})")
     g.add_argument("--steps", type=int, help=f"total optimisation steps (default {_D.steps}); "
-                   "a resumed run continues up to this total")
+                   "a resumed run continues up to this total (one at or below its step is refused: nothing to "
+                   "train)")
     g.add_argument("--seed", type=int, help=f"seeds data, initialisation, dropout and batch order (default {_D.seed})")
 
 
@@ -231,6 +232,18 @@ def _check_resumable(path):
                          f"(save_checkpoint), not by train; {need}")
 
 
+def _check_steps_left(args, trainer):
+    """A resumed run must have steps left: ``--steps`` is the total, so one at or below the checkpoint's
+    step (or none, for a run that finished) would train nothing; refused, before anything is written."""
+    step, total = trainer.step, trainer.config.steps
+    if step < total or (step == total and not trainer.run_settings.get("finished")):
+        return                                   # steps left, or a run stopped in its final evaluation
+    where = (f"--steps {total}: {args.resume} is already at step {step}" if args.steps is not None
+             else f"--resume: the run in {args.resume} finished at step {step}, its --steps")
+    raise ValueError(f"{where}, so there is nothing to train; pass --steps {step + 1} or more to continue it "
+                     "(--steps is the total, not a count of further steps)")
+
+
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
     given = given_options(args)
@@ -257,6 +270,7 @@ def _start(args):
     else:
         trainer = Trainer(TrainConfig(**given))
     stored = trainer.run_settings
+    _check_steps_left(args, trainer)
     settings = _checked_settings(args, stored)
     save = args.save or args.resume
     log_path, own_log = _log_path(args, save, stored)

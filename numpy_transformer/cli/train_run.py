@@ -117,6 +117,7 @@ class TrainRun:
         self.c = trainer.config
         self.start_step = trainer.step
         self.last_checkpoint = (args.resume, trainer.step) if args.resume else None      # (path, step) on disk
+        self.finished_saved = False                  # the last checkpoint is the final one (marked finished)
         self.log = self.bar = None
         self.new_log = False
         self.out = (lambda *a, **k: None) if args.quiet else print
@@ -216,7 +217,7 @@ class TrainRun:
             print(fit(f"  torch twin: {s.steps} lockstep steps; largest loss difference {s.max_loss_rel:.2e} "
                       f"(relative); final weights max abs diff {abs_err:.2e}, max relative {rel:.2e}"))
         if self.save:
-            self._save(self.save, pause="final-save")
+            self._save(self.save, pause="final-save", finished=True)
             print(f"  checkpoint: {self.save}")
         if self.log is not None:
             self.log.write("end", trainer.step, wall_seconds=wall, time=self.log.now())
@@ -295,16 +296,18 @@ class TrainRun:
         if self.save:
             self._save(self.save)
 
-    def _save(self, path, pause=None):
-        """Write the checkpoint with the signals held back (a save is never cut short by them)."""
+    def _save(self, path, pause=None, finished=False):
+        """Write the checkpoint with the signals held back (a save is never cut short by them);
+        ``finished``: the final one, after the final evaluation (a resume then needs a larger --steps)."""
         with signals_blocked():
             if pause:
                 pause_for_tests(pause)
             try:
-                self.trainer.save(path, run=dict(self.settings, log=stored_log(self.log_path, path)))
+                self.trainer.save(path, run=dict(self.settings, log=stored_log(self.log_path, path), finished=finished))
             except (OSError, CheckpointError) as exc:        # a full disk: the previous checkpoint is intact
                 raise SaveFailed(path, self.trainer.step, _cause(exc)) from exc
             self.last_checkpoint = (path, self.trainer.step)
+            self.finished_saved = finished
 
     # -- how a run stops early --------------------------------------------------------------------------
     def _stopped(self, handler, exc):
@@ -353,10 +356,10 @@ class TrainRun:
         if self.log is not None:
             self._log_quietly(self.log.write, "interrupted", step, time=self.log.now(), signal=signal_name(signum))
         msg = f"interrupted{by} at step {step}"
-        if self.last_checkpoint is not None and self.last_checkpoint[1] == step and \
+        if self.last_checkpoint is not None and self.last_checkpoint[1] == step and not self.finished_saved and \
                 (self.save is None or self.last_checkpoint[0] == self.save):
-            target = self.last_checkpoint[0]           # already written at this step (the final save)
-        else:
+            target = self.last_checkpoint[0]           # already written at this step
+        else:             # saved now; after the final save too, marked finished while the run did not end
             claimed = self.save is None
             target = self.save or claim_fresh_path(f"{self.c.task}-interrupted")   # never over another file
             try:

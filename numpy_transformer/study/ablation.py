@@ -45,7 +45,8 @@ def _v(name, description, **overrides):
 VARIANTS = {v.name: v for v in (
     _v("baseline", "the base options unchanged (by default the seed design's block)"),
     _v("learned-pos", "a learned position table instead of the sinusoidal one", pos_encoding="learned"),
-    _v("sinusoidal-pos", "the sinusoidal position table (gpt's default is learned)", pos_encoding="sinusoidal"),
+    _v("sinusoidal-pos", "the sinusoidal position table (the train default; nt.GPTConfig's is learned)",
+       pos_encoding="sinusoidal"),
     _v("gelu", "GELU in the feed-forward instead of ReLU", activation="gelu"),
     _v("relu", "ReLU in the feed-forward", activation="relu"),
     _v("pre-ln", "LayerNorm before each sub-layer (pre-LN) instead of after it", norm_first=True),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -190,6 +191,10 @@ def plot(runs, sweep, grads, out):
 
 
 def main(argv=None):
+    """The study's command line: train the three runs, probe, then write ``DIR/mixed_precision.json``
+    first and ``DIR/mixed_precision.png`` after it, if matplotlib is installed (without it the figures'
+    numbers are all in the JSON, and one line says how to get the picture). Returns the summary.
+    Ctrl-C prints one line (what was written) and exits with status 130 (``SystemExit``)."""
     parser = argparse.ArgumentParser(prog="python -m numpy_transformer.study.mixed_precision",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="mixed-precision", help="directory for the figure and the JSON figures")
@@ -197,18 +202,33 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--norm-first", action="store_true", help="pre-LN instead of post-LN")
     args = parser.parse_args(argv)
-    runs = [train(m, steps=args.steps, seed=args.seed, norm_first=args.norm_first) for m in MODES]
+    written = []
+    try:
+        return _study(args, written)
+    except KeyboardInterrupt:
+        said = f"{written[0]} is written, the figure is not" if written else "nothing written"
+        print(f"interrupted; the study stopped ({said})", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _study(args, written):
+    from .plotting import MatplotlibMissing
+    runs = []
+    for mode in MODES:
+        print(f"training {mode} ({args.steps} steps) ...", file=sys.stderr)
+        runs.append(train(mode, steps=args.steps, seed=args.seed, norm_first=args.norm_first))
     sweep = layer_norm_error_vs_scale()
     trained = runs[0]
     src, tgt = trained["data"].train_src[:256], trained["data"].train_tgt[:256]
     grads = gradient_underflow(trained["model"], src, tgt)
     os.makedirs(args.out, exist_ok=True)
-    path = plot(runs, sweep, grads, os.path.join(args.out, "mixed_precision.png"))
     summary = {"runs": [{k: v for k, v in r.items() if k not in ("loss", "scale", "model", "data")} for r in runs],
                "layer_norm_sweep": sweep,
                "gradients": {k: v for k, v in grads.items() if k not in ("abs_float32", "abs_dlogits")}}
-    with open(os.path.join(args.out, "mixed_precision.json"), "w") as f:
+    json_path = os.path.join(args.out, "mixed_precision.json")
+    with open(json_path, "w") as f:
         json.dump(summary, f, indent=1)
+    written.append(json_path)
     for r in runs:
         print(f"{r['mode']:>15}: final loss {r['final_loss']:.4f}  val acc {r['val_accuracy']:.3f}  "
               f"skipped {r['skipped']}  final scale {r['scale'][-1]:g}  {r['seconds']:.1f} s")
@@ -216,7 +236,11 @@ def main(argv=None):
         g = grads[k]
         print(f"trained model's loss gradient in float16, {k}: {g['dlogits_flushed']:.2%} flushed to 0, "
               f"{g['dlogits_subnormal']:.2%} subnormal; parameter gradients' normwise error {g['grad_error']:.2e}")
-    print(f"wrote {path}")
+    print(f"wrote {json_path}")
+    try:
+        print(f"wrote {plot(runs, sweep, grads, os.path.join(args.out, 'mixed_precision.png'))}")
+    except MatplotlibMissing as exc:
+        print(f"no figure: {exc}", file=sys.stderr)
     return summary
 
 

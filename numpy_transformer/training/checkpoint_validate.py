@@ -223,17 +223,21 @@ _RUN_MINIMUM = {"eval_every": 0, "log_every": 1, "trace_every": 0}
 
 def check_run_settings(path, run):
     """``run`` (``extra_json["run"]``) must map ``eval_every`` and ``trace_every`` to ints >= 0,
-    ``log_every`` to an int >= 1 (each optional), and ``log`` to the checkpoint's own log
-    (``runlog.resolve_stored_log``: never a path outside its directory)."""
+    ``log_every`` to an int >= 1 (each optional), ``finished`` (the run's final evaluation and save were
+    done: ``train --resume`` refuses to continue it without a larger ``--steps``) to a bool, and ``log``
+    to the checkpoint's own log (``runlog.resolve_stored_log``: never a path outside its directory)."""
     from .runlog import resolve_stored_log
     if not isinstance(run, dict):
         raise _error(f"{path}: run must be a JSON object of the train command's settings, got {run!r}")
-    unknown = sorted(set(run) - set(_RUN_MINIMUM) - {"log"})
+    unknown = sorted(set(run) - set(_RUN_MINIMUM) - {"log", "finished"})
     if unknown:
-        raise _error(f"{path}: run holds unknown settings {unknown} (expected {sorted(_RUN_MINIMUM) + ['log']})")
+        raise _error(f"{path}: run holds unknown settings {unknown} (expected "
+                     f"{sorted(_RUN_MINIMUM) + ['finished', 'log']})")
     for name, least in _RUN_MINIMUM.items():
         if name in run and (not _int(run[name]) or run[name] < least):
             raise _error(f"{path}: run.{name} must be an int >= {least}, got {run[name]!r}")
+    if not isinstance(run.get("finished", False), bool):
+        raise _error(f"{path}: run.finished must be true or false, got {run['finished']!r}")
     if "log" in run:
         try:
             resolve_stored_log(path, run["log"])

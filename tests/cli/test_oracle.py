@@ -2,13 +2,12 @@
 when torch is not installed."""
 
 import ast
-import configparser
 import os
 import subprocess
 import sys
 
 import pytest
-from _paths import REPO_ROOT
+from _paths import REPO_ROOT, pyproject
 
 from numpy_transformer import oracle
 from numpy_transformer.cli import main
@@ -52,10 +51,9 @@ def test_load_names_a_real_import_error():
     assert info.value.reason.startswith("reference_torch unavailable: No module named")
 
 
-def test_the_pin_is_the_dev_extra():
-    cfg = configparser.ConfigParser()
-    cfg.read(os.path.join(ROOT, "setup.cfg"))
-    assert oracle.TORCH_REQUIREMENT in cfg["options.extras_require"]["dev"].split()
+def test_the_pin_is_the_test_and_dev_extras():
+    extras = pyproject()["project"]["optional-dependencies"]
+    assert oracle.TORCH_REQUIREMENT in extras["test"] and oracle.TORCH_REQUIREMENT in extras["dev"]
 
 
 def test_train_check_torch_without_torch(no_torch, capsys):

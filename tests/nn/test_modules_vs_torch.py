@@ -441,3 +441,16 @@ def test_checker_catches_a_tiny_gradient_bug(monkeypatch, capsys):
     assert check.main(["--trials", "2", "--module", "Linear"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "grad.weight" in out
+
+
+def test_ctrl_c_in_the_checker_is_one_line_and_status_130(monkeypatch, capsys):
+    import runpy
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(check, "main", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("reference_torch.check", run_name="__main__")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "interrupted; the check stopped before its report\n"
+

@@ -44,3 +44,38 @@ def test_quoted_figures_are_read_as_the_intervals_they_claim():
     assert _readme.over_seeds("**99.70–100.00%** over seeds 0–2 (99.4% at step 1000)") == ([0, 1, 2],
                                                                                          (99.7, 100.0, 2))
     assert _readme.over_seeds("**100.00%**") is None
+
+
+def _files_read_and_written(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The checkpoints and logs a README command reads, and those it writes: ``--save X`` writes X and its
+    log ``X.log.jsonl`` (unless ``--no-log``), ``--resume X`` reads X (and writes it back without --save);
+    any other ``.npz`` or ``.log.jsonl`` word is read."""
+    reads, writes = [], []
+    for i, word in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if before == "--save":
+            writes.append(word)
+            if "--no-log" not in argv:
+                writes.append(word.removesuffix(".npz") + ".log.jsonl")
+        elif before == "--resume":
+            reads.append(word)
+        elif word.endswith((".npz", ".log.jsonl")) and before not in ("--out", "--log"):
+            reads.append(word)
+    return reads, writes
+
+
+def test_every_checkpoint_a_readme_command_reads_is_written_by_an_earlier_one():
+    """Run in order from a fresh clone, each command finds its files; no two runs save to one name."""
+    import _readme
+    written, saved = set(), []
+    for argv in _readme.shell_commands():
+        if argv[:3] != _readme.PREFIX:
+            continue
+        reads, writes = _files_read_and_written(argv)
+        missing = [f for f in reads if f not in written]
+        assert not missing, f"`{' '.join(argv)}` reads {missing}, which no README command before it writes"
+        written.update(writes)
+        saved += [argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "--save"]
+    assert len(saved) == len(set(saved)), f"two README runs save to the same checkpoint: {sorted(saved)}"
+    assert _files_read_and_written(["train", "--resume", "a.npz", "--save", "b.npz"]) == (
+        ["a.npz"], ["b.npz", "b.log.jsonl"])

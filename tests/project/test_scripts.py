@@ -44,3 +44,33 @@ def test_ci_runs_the_readme_test_command():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     assert "exec bash scripts/test.sh\n" in ci and "scripts/test.sh " in readme
     assert f"TORCH_INDEX_URL={CPU}" in readme
+
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_demo_installs_only_when_needed(tmp_path):
+    """The first call installs; the next ones run the demo at once; a changed pyproject.toml (or
+    setup_venv.sh) installs again."""
+    repo = tmp_path / "repo"
+    shutil.copytree(os.path.join(ROOT, "scripts"), repo / "scripts")
+    shutil.copy(os.path.join(ROOT, "pyproject.toml"), repo / "pyproject.toml")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    calls = tmp_path / "calls.txt"
+    fake = repo / ".venv" / "bin" / "python"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> "{calls}"\n')
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_INDEX_URL"}
+
+    def demo():
+        calls.write_text("")
+        proc = subprocess.run(["bash", str(repo / "scripts" / "demo.sh")], capture_output=True, text=True, env=env,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return calls.read_text().splitlines()
+    install, run = "-m pip install -q --disable-pip-version-check -e .[dev]", "-m numpy_transformer demo"
+    assert demo() == [install, run]
+    assert demo() == [run] and demo() == [run]
+    with open(repo / "pyproject.toml", "a") as f:
+        f.write("# changed\n")
+    assert demo() == [install, run]
+    assert demo() == [run]

@@ -1,9 +1,16 @@
-"""The mixed-precision study's probes measure what docs/mixed-precision.md says they measure."""
+"""The mixed-precision study's probes measure what docs/mixed-precision.md says they measure; its command
+writes its JSON first (and the figure only with matplotlib), and Ctrl-C stops it with one line."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from _paths import REPO_ROOT
 
 from numpy_transformer.study import mixed_precision as study
 
@@ -51,3 +58,56 @@ def test_the_study_writes_its_figure_and_figures(tmp_path):
     grads = study.gradient_underflow(runs[0]["model"], runs[0]["data"].train_src[:16], runs[0]["data"].train_tgt[:16])
     out = study.plot(runs, sweep, grads, tmp_path / "mp.png")
     assert (tmp_path / "mp.png").stat().st_size > 10000 and out.endswith("mp.png")
+
+
+def _small(monkeypatch):
+    """The command's pieces on a tiny model, so that ``study.main`` runs in a second."""
+    real_train, real_sweep = study.train, study.layer_norm_error_vs_scale
+    monkeypatch.setattr(study, "train", lambda mode, **kw: real_train(mode, **kw, d_model=16, dim_feedforward=32,
+                                                                      num_layers=1))
+    monkeypatch.setattr(study, "layer_norm_error_vs_scale", lambda: real_sweep(scales=[1.0, 300.0], rows=8))
+
+
+def test_without_matplotlib_the_study_writes_its_json_and_says_so(tmp_path, monkeypatch, capsys):
+    _small(monkeypatch)
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)                # import matplotlib -> ImportError
+    summary = study.main(["--steps", "2", "--out", str(tmp_path)])
+    assert json.loads((tmp_path / "mixed_precision.json").read_text()) == json.loads(json.dumps(summary))
+    assert [r["mode"] for r in summary["runs"]] == list(study.MODES)
+    assert not (tmp_path / "mixed_precision.png").exists()
+    out, err = capsys.readouterr()
+    assert out.endswith(f"wrote {tmp_path / 'mixed_precision.json'}\n")
+    assert err.splitlines()[-1] == ("no figure: plotting needs matplotlib, which is not installed: pip install "
+                                    'matplotlib (or pip install -e ".[plot]" in the checkout)')
+
+
+@pytest.mark.parametrize("where", ["training", "plotting"])
+def test_ctrl_c_in_the_study_is_one_line_and_status_130(tmp_path, monkeypatch, capsys, where):
+    _small(monkeypatch)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(study, "train" if where == "training" else "plot", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        study.main(["--steps", "2", "--out", str(tmp_path)])
+    assert exit_.value.code == 130
+    said = "nothing written" if where == "training" else (f"{tmp_path / 'mixed_precision.json'} is written, the "
+                                                          "figure is not")
+    assert capsys.readouterr().err.splitlines()[-1] == f"interrupted; the study stopped ({said})"
+    assert (tmp_path / "mixed_precision.json").exists() == (where == "plotting")
+
+
+def test_a_real_ctrl_c_during_training_prints_no_traceback(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "numpy_transformer.study.mixed_precision", "--steps", "1000000",
+                             "--out", str(tmp_path)], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        first = proc.stderr.readline()                              # training has started
+        assert first == "training float32 (1000000 steps) ...\n", first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (130, "", "interrupted; the study stopped (nothing written)\n")
+    assert not any(tmp_path.iterdir())

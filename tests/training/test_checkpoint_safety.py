@@ -252,6 +252,8 @@ TAMPERED = [
      r"run\.eval_every must be an int >= 0, got -1"),
     ("run.eval_every a float", lambda a, extra, c, m: extra["run"].update(eval_every=2.5),
      r"run\.eval_every must be an int >= 0, got 2\.5"),
+    ("run.finished not a bool", lambda a, extra, c, m: extra["run"].update(finished=1),
+     r"run\.finished must be true or false, got 1"),
     ("run an unknown setting", lambda a, extra, c, m: extra["run"].update(steps_every=3),
      r"run holds unknown settings \['steps_every'\]"),
     ("run.log an absolute path elsewhere", lambda a, extra, c, m: extra["run"].update(log="/tmp/review22/pwned.jsonl"),

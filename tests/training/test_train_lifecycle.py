@@ -277,7 +277,8 @@ def test_a_resumed_run_keeps_every_setting_of_the_original(tmp_path, monkeypatch
     full = Trainer(TrainConfig(**dict(TINY, **options), steps=8))
     full.train()
     ck = load_checkpoint(path)
-    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": "custom.jsonl"}
+    assert ck.extra_json["run"] == {"eval_every": 2, "log_every": 2, "trace_every": 2, "log": "custom.jsonl",
+                                    "finished": True}
     for name, v in full.model.state_dict().items():
         assert np.array_equal(ck.model_state[name], v), name
 
@@ -378,7 +379,8 @@ def test_resuming_into_another_checkpoint_never_writes_the_originals_log(tmp_pat
     assert [e["step"] for e in read_log(custom) if e["kind"] == "train"] == [1, 2, 3, 4, 5]
     assert [e["step"] for e in read_log(tmp_path / "b.log.jsonl") if e["kind"] == "train"] == [4, 5, 6]
     capsys.readouterr()
-    assert main(["train", "--resume", str(a), "--save", str(b), "--force", "--log", str(custom), "--quiet"]) == 0
+    assert main(["train", "--resume", str(a), "--save", str(b), "--steps", "7", "--force", "--log", str(custom),
+                 "--quiet"]) == 0
     assert [e["kind"] for e in read_log(custom)][0] == "start"               # --force: replaced, not continued
 
 

@@ -325,3 +325,28 @@ def test_predict_long_sequences_fit_100_columns(tmp_path, capsys):
     assert main(["predict", str(path), "--random", "1"]) == 0
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= 100 and "positions 0-28" in out and "positions 290-299" in out
+
+
+def test_resume_with_no_steps_left_is_refused_and_writes_nothing(tmp_path, capsys):
+    """--steps is the total: at or below the checkpoint's step (or none given, for a run that finished),
+    there is nothing to train; one error line, status 2, the checkpoint and its log untouched. A run
+    stopped by a checkpoint saved mid-way still resumes with no --steps."""
+    path, log = tmp_path / "run.npz", tmp_path / "run.log.jsonl"
+    assert main(["train", *TINY_ARGS, "--steps", "4", "--save", str(path), "--quiet"]) == 0
+    assert load_checkpoint(path).extra_json["run"]["finished"] is True
+    before = path.read_bytes(), log.read_bytes()
+    capsys.readouterr()
+    for steps, said in ((["--steps", "4"], f"--steps 4: {path} is already at step 4"),
+                        (["--steps", "2"], f"--steps 2: {path} is already at step 4"),
+                        ([], f"--resume: the run in {path} finished at step 4, its --steps")):
+        assert main(["train", "--resume", str(path), *steps, "--quiet"]) == 2
+        assert capsys.readouterr() == ("", f"error: {said}, so there is nothing to train; pass --steps 5 or more "
+                                           "to continue it (--steps is the total, not a count of further steps)\n")
+        assert (path.read_bytes(), log.read_bytes()) == before
+    assert main(["train", "--resume", str(path), "--steps", "5", "--quiet"]) == 0
+    assert load_checkpoint(path).extra_json["step"] == 5
+    trainer = Trainer(TrainConfig(**TINY, steps=6))             # a checkpoint of a run that has steps left
+    trainer.train(steps=3)
+    trainer.save(tmp_path / "part.npz")
+    assert main(["train", "--resume", str(tmp_path / "part.npz"), "--quiet"]) == 0
+    assert load_checkpoint(tmp_path / "part.npz").extra_json["step"] == 6
