@@ -70,8 +70,9 @@ def test_harness_summary_medians_ratios_and_spread(bench, monkeypatch):
 
 
 def _durations(text):
-    full = re.search(r"bench_layer\.py`? +(?:#[^\n]*?)?\(?about (\w+) min", text)
-    quick = re.search(r"--quick`?[^.]{0,60}?about (a|\w+) min", text)
+    # "(about 25 min", "(on 2 quiet cores: about 25 minutes", "--quick` about 3\nminutes"
+    full = re.search(r"bench_layer\.py`? +(?:#[^\n]*?)?\(?(?:on [^:)\n]*: )?about (\w+)\s+min", text)
+    quick = re.search(r"--quick`?[^.]{0,60}?about (a|\w+)\s+min", text)
     return full and full.group(1), quick and quick.group(1)
 
 
