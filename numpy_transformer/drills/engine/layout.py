@@ -60,17 +60,17 @@ def reversed_axis(got, ref):
 
 
 def permuted_reshape(got, ref):
-    """``got == ref.transpose(p).reshape(ref.shape)`` for a permutation ``p`` that changes the memory
-    order (the layout of a reshape where a transpose belongs): the reading, or None."""
+    """``got == ref.transpose(p).reshape(ref.shape)`` for a permutation ``p`` of the axes other than the
+    last two's swap (the layout of a reshape where a transpose belongs; with equal lengths the reshape
+    does nothing and it is an axis swap): the reading, or None."""
     if ref.ndim < 2 or ref.ndim > 4:
         return None
-    for p in permutations(range(ref.ndim)):
-        if p == tuple(range(ref.ndim)):
-            continue
-        moved = np.transpose(ref, p)
-        if moved.shape == ref.shape:
-            continue                      # a plain transpose (its own reading)
-        alt = moved.reshape(ref.shape)
+    same = tuple(range(ref.ndim))
+    last_two = same[:-2] + same[-2:][::-1]
+    for p in permutations(same):
+        if p in (same, last_two):
+            continue                      # the identity, and the plain transpose (its own reading)
+        alt = np.transpose(ref, p).reshape(ref.shape)
         if not np.array_equal(alt, ref) and _rel(got, alt) <= VERIFY:
             return (f"layout:{p}", f"the right values in the wrong layout (verified to {VERIFY:.0e}): the "
                                    f"expected array with its axes reordered {p} and reshaped back, a "
