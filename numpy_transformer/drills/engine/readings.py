@@ -9,7 +9,8 @@ array's size) before it is made:
   factor usually comes from is said (a mean where a sum belongs, a forgotten scale ...);
 * **transposed**, **flipped in sign** (``c = -1``);
 * **an option ignored**: ``got`` is what the reference gives with one of the case's options switched
-  off or flipped (``causal`` flipped, the mask dropped, ``p`` or ``label_smoothing`` set to 0);
+  off or flipped (a flag such as ``training`` or ``causal`` flipped, a boolean mask negated or dropped,
+  ``p`` or ``label_smoothing`` set to 0);
 * **two results swapped**: ``got`` is the expected value of another returned array (``dq`` holding
   ``dk``: a product rule's factors, or the return order);
 * **the wrong axis**: ``got`` is the reference computed with another axis in the last one's place (a
@@ -18,6 +19,10 @@ array's size) before it is made:
 * **dout replaced by the forward's input or output**: ``got`` is what the right formula gives with the
   upstream gradient replaced by an input, or by a forward output (``y`` for ``dy``), of the same shape
   (the reference is run on those inputs);
+* **the backward at the wrong point**: ``got`` is the right gradient with a forward input replaced by a
+  forward output of its shape (a cache keeping ``y`` where ``x`` belongs);
+* **the wrong order, place or dtype** (:mod:`.layout`): results returned in each other's places (their
+  shapes differ), values reversed along an axis, a reshape that needed a transpose, an integer dtype;
 * **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
   removes (the reference's term, from that mistake's variant): ``got = expected + c * term``; with
   ``c = -1`` the term is missing, otherwise it is scaled wrongly (``1 + c`` times);
