@@ -66,3 +66,18 @@ def test_a_mask_is_negated_once_per_array():
     mask = np.array([[True, False], [False, False]])
     assert readings._negated(mask) is readings._negated(mask)
     assert np.array_equal(readings._negated(mask), ~mask)
+
+
+def test_the_backward_read_at_the_forward_output():
+    """A sigmoid's backward evaluated at y = sigmoid(x) (a cache keeping y for x) is read as such."""
+    class Case:
+        inputs = {"x": np.linspace(-2.0, 2.0, 7), "dy": np.linspace(1.0, 2.0, 7)}
+
+    def reference(inputs):
+        s = 1.0 / (1.0 + np.exp(-inputs["x"]))
+        return {"y": s, "dx": inputs["dy"] * s * (1.0 - s)}
+
+    refs = reference(Case.inputs)
+    at_y = reference(dict(Case.inputs, x=refs["y"]))["dx"]
+    assert readings.wrong_point(Case, "dx", at_y, reference, refs)[0] == "point:x->y"
+    assert readings.wrong_point(Case, "dx", at_y * 1.001, reference, refs) is None
