@@ -147,7 +147,7 @@ def known_mistake_lines(ex, fails, case_events):
 #: readings verified on the numbers (:mod:`.readings`, and the exact reshapes of :func:`.diagnose.hints`):
 #: when one holds on most failing cases it is the diagnosis's headline, not a footnote
 VERIFIED = ("scaled:", "swapped:", "option:", "upstream:", "forgot:", "axis:", "term:", "transposed", "sum-leading",
-            "reshape")
+            "reshape", "point:", "reversed:", "layout:", "dtype:", "float32")
 
 
 def fallback_line(fails):

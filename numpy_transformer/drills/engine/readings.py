@@ -9,7 +9,8 @@ array's size) before it is made:
   factor usually comes from is said (a mean where a sum belongs, a forgotten scale ...);
 * **transposed**, **flipped in sign** (``c = -1``);
 * **an option ignored**: ``got`` is what the reference gives with one of the case's options switched
-  off or flipped (``causal`` flipped, the mask dropped, ``p`` or ``label_smoothing`` set to 0);
+  off or flipped (a flag such as ``training`` or ``causal`` flipped, a boolean mask negated or dropped,
+  ``p`` or ``label_smoothing`` set to 0);
 * **two results swapped**: ``got`` is the expected value of another returned array (``dq`` holding
   ``dk``: a product rule's factors, or the return order);
 * **the wrong axis**: ``got`` is the reference computed with another axis in the last one's place (a
@@ -18,6 +19,10 @@ array's size) before it is made:
 * **dout replaced by the forward's input or output**: ``got`` is what the right formula gives with the
   upstream gradient replaced by an input, or by a forward output (``y`` for ``dy``), of the same shape
   (the reference is run on those inputs);
+* **the backward at the wrong point**: ``got`` is the right gradient with a forward input replaced by a
+  forward output of its shape (a cache keeping ``y`` where ``x`` belongs);
+* **the wrong order, place or dtype** (:mod:`.layout`): results returned in each other's places (their
+  shapes differ), values reversed along an axis, a reshape that needed a transpose, an integer dtype;
 * **one additive term off**: the error ``got - expected`` lies along the term that a known mistake
   removes (the reference's term, from that mistake's variant): ``got = expected + c * term``; with
   ``c = -1`` the term is missing, otherwise it is scaled wrongly (``1 + c`` times);
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import diagnose
+from . import diagnose, layout
 
 #: a reading is claimed only when it reproduces the array to this relative error (float64 noise is
 #: ~1e-15; a wrong formula is off by far more)
@@ -168,24 +173,72 @@ def upstream_replaced(ex, case, name, got, reference, refs=None):
     return None
 
 
+#: the masks negated so far, by identity (the same negation each time: the memoised reference answers once)
+_NEGATED = {}
+
+
+def _negated(mask):
+    if len(_NEGATED) > 64:
+        _NEGATED.clear()
+    held = _NEGATED.get(id(mask))
+    if held is None or held[0] is not mask:
+        held = _NEGATED[id(mask)] = (mask, ~mask)
+    return held[1]
+
+
+def wrong_point(case, name, got, reference, refs=None):
+    """``got`` equals the reference's gradient ``name`` with a forward input replaced by a forward output
+    of the same shape (the backward evaluated at the output: a cache that keeps ``y`` where ``x``
+    belongs): the reading, or None."""
+    if not name.startswith("d") and "grad" not in name:
+        return None
+    outputs = {k: np.asarray(v, dtype=np.float64) for k, v in (refs or {}).items()
+               if isinstance(v, np.ndarray) and v.dtype.kind == "f" and not k.startswith("d") and "grad" not in k
+               and k not in case.inputs}
+    for k, x in case.inputs.items():
+        if k.startswith("d") or not isinstance(x, np.ndarray) or x.dtype.kind != "f":
+            continue
+        for o, y in outputs.items():
+            if y.shape != x.shape:
+                continue
+            try:
+                with np.errstate(all="ignore"):
+                    alt = reference(dict(case.inputs, **{k: y})).get(name)
+            except Exception:  # noqa: BLE001 - a reading is optional
+                continue
+            if alt is not None and np.shape(alt) == got.shape and _rel(got, np.asarray(alt)) <= VERIFY:
+                return (f"point:{k}->{o}",
+                        f"what the right formula gives at {k} = {o} (verified to {VERIFY:.0e}): the backward "
+                        f"is evaluated at the forward's output {o} where its input {k} belongs (the cache "
+                        f"keeps {o}, or {o} is read where {k} should be)")
+    return None
+
+
 def _toggled(case):
-    """``[(description, inputs)]``: the case with one option switched off or flipped (a bool flipped, an
-    optional mask dropped, a float option such as ``p`` or ``label_smoothing`` set to 0)."""
-    out = []
+    """``[(description, key, why, inputs)]``: the case with one option switched off or flipped: a flag (bool)
+    flipped first, then a boolean mask negated (its polarity read the other way round) or dropped, then a
+    float option such as ``p`` or ``label_smoothing`` set to 0 (a flag explains more than a value: with
+    ``training`` off, ``p`` does nothing either)."""
+    flags, masks, values = [], [], []
     for k, v in case.inputs.items():
         if isinstance(v, (bool, np.bool_)):
-            out.append((f"{k}={not v}", dict(case.inputs, **{k: not v})))
+            flags.append((f"{k}={not v}", k, f"the flag {k} is ignored or read the other way round (inverted)",
+                          dict(case.inputs, **{k: not v})))
         elif isinstance(v, np.ndarray) and v.dtype == bool and "mask" in k:
-            out.append((f"{k}=None (no {k})", dict(case.inputs, **{k: None})))
+            masks.append((f"{k} negated (~{k})", f"~{k}", f"the mask's polarity is inverted: {k}'s True read "
+                          "as may attend where it means masked, or the reverse", dict(case.inputs, **{k: ~v})))
+            masks.append((f"{k}=None (no {k})", k, f"{k} is ignored (never applied)",
+                          dict(case.inputs, **{k: None})))
         elif isinstance(v, float) and v != 0.0 and not k.startswith("d"):
-            out.append((f"{k}=0", dict(case.inputs, **{k: 0.0})))
-    return out
+            values.append((f"{k}=0", k, f"{k} is ignored or read the other way round",
+                           dict(case.inputs, **{k: 0.0})))
+    return flags + masks + values
 
 
 def option_ignored(case, name, got, reference):
     """``got`` is what the reference gives with one of the case's options switched off or flipped: the
     reading, or None."""
-    for what, changed in _toggled(case):
+    for what, key, why, changed in _toggled(case):
         try:
             with np.errstate(all="ignore"):
                 alt = reference(changed).get(name)
@@ -194,9 +247,8 @@ def option_ignored(case, name, got, reference):
         if alt is None or np.shape(alt) != got.shape or not np.all(np.isfinite(alt)):
             continue
         if _rel(got, np.asarray(alt, dtype=np.float64)) <= VERIFY:
-            key = what.split("=")[0]
             return (f"option:{key}", f"what the right formula gives with {what} (verified to {VERIFY:.0e}): "
-                                     f"{key} is ignored or read the other way round")
+                                     f"{why}")
     return None
 
 
@@ -269,16 +321,24 @@ def read(ex, case, name, got, ref, variants, reference, refs=None):
     every expected array of the case (for two results swapped)."""
     arr, problem = diagnose.as_array(got)
     out = []
-    if arr is not None and arr.dtype.kind in "fiu":
+    if arr is not None and layout.integer_dtype(arr, ref) is not None:
+        out.append(layout.integer_dtype(arr, ref))
+    elif arr is not None and arr.dtype.kind in "fiu":
         a = arr.astype(np.float64)
         r = np.asarray(ref, dtype=np.float64)
-        if a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
+        if a.shape != r.shape and np.all(np.isfinite(a)):
+            reading = layout.returned_swapped(name, a, refs or {})
+            out += [reading] if reading is not None else []
+        elif a.shape == r.shape and np.all(np.isfinite(a)) and np.all(np.isfinite(r)):
             out += scalings(a, r, case)
             for reading in (lambda: swapped_outputs(name, a, refs or {}),
                             lambda: upstream_forgotten(case, a, r),
+                            lambda: layout.reversed_axis(a, r),
+                            lambda: layout.permuted_reshape(a, r),
                             lambda: wrong_axis(case, name, a, reference),
                             lambda: option_ignored(case, name, a, reference),
                             lambda: upstream_replaced(ex, case, name, a, reference, refs),
+                            lambda: wrong_point(case, name, a, reference, refs),
                             lambda: term_off(ex, name, a, r, variants)):
                 if out:
                     break
