@@ -31,11 +31,15 @@ def _drills():
     return drills
 
 
-def _unknown(name):
+def _unknown_text(name):
     d = _drills()
     close = difflib.get_close_matches(name, list(d.EXERCISES), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    print(f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}")
+    return f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}"
+
+
+def _unknown(name):
+    print(_unknown_text(name))
     return 2
 
 
@@ -81,10 +85,10 @@ def cmd_check(args):
     with report_to_stderr(as_json):
         d = _drills()
         if args.exercise is not None and d.get(args.exercise) is None:
-            rc = _unknown(args.exercise)
-            if as_json:
-                print(f"error: unknown exercise {args.exercise!r}", file=sys.stderr)
-            return rc
+            if as_json:                                   # --json: one error line
+                print(f"error: {_unknown_text(args.exercise)}", file=sys.stderr)
+                return 2
+            return _unknown(args.exercise)
         result = {}
         rc = d.check_file(args.file, exercise=args.exercise, seed=args.seed, cases=args.cases, timeout=args.timeout,
                           call_timeout=args.call_timeout, torch="auto" if args.torch else "off",
