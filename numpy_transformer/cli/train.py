@@ -261,18 +261,18 @@ def _start(args):
             and not (args.resume and _same_file(args.save, args.resume))):
         raise ValueError(f"--save: {args.save} already exists (another run's checkpoint?); pass --force to "
                          f"replace it, or --resume {args.save} to continue that run")
-    save = args.save or args.resume
-    if save:                                             # the run's config next to its checkpoint: as the log
-        check_config_path(save, overwrite=args.force or bool(args.resume and _same_file(save, args.resume)))
     if args.resume:
         trainer = Trainer.resume(args.resume, given)
     else:
         trainer = Trainer(TrainConfig(**given))
     stored = trainer.run_settings
     settings = _checked_settings(args, stored)
+    save = args.save or args.resume
     log_path, own_log = _log_path(args, save, stored)
     if log_path is not None:
         check_log_path(log_path, overwrite=args.force or own_log)       # a link or another run's log: refused
+    if save:                                   # the run's config next to its checkpoint: the log's rule
+        check_config_path(save, overwrite=args.force or bool(args.resume and _same_file(save, args.resume)))
     settings["log"] = log_path                 # stored relative to each checkpoint written (runlog.stored_log)
 
     lockstep = None
