@@ -27,8 +27,14 @@ import numpy as np
 
 from .. import oracle
 from . import nonnegative_float, nonnegative_int
+from .json_output import add_json_option, emit, report_to_stderr
 
-__all__ = ["register", "run", "load_check_file"]
+__all__ = ["register", "run", "load_check_file", "result_document"]
+
+JSON_SCHEMA = ('{"command": "check", "file", "form" ("functions" or "module"), "passed", "dtype", "rtol", "atol", '
+               '"seed", "torch_version", "notes", "checks": [{"name", "kind" (output, input or parameter), "shape", '
+               '"max_abs_err", "rel_err", "scale", "allowed", "index" (the worst element), "ours", "torch", '
+               '"passed", "note"}]}')
 
 FUNCTION_FORM = ("forward", "backward", "torch_fn", "inputs")
 MODULE_FORM = ("our_module", "torch_module", "inputs")
@@ -45,6 +51,7 @@ def register(subparsers):
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the upstream gradient")
     p.add_argument("--rtol", type=nonnegative_float, default=None,
                    help="relative tolerance (default: 1e-10 in float64, 1e-4 in float32)")
+    add_json_option(p, JSON_SCHEMA)
     p.set_defaults(func=run)
     return p
 
@@ -78,12 +85,33 @@ def load_check_file(path):
                          + (f"; it has {', '.join(have)}" if have else ""))
 
 
+def result_document(result, path, form):
+    """The JSON document of ``check``: the figures of the report's table, one object per tensor."""
+    checks = [{"name": c.name, "kind": c.kind, "shape": list(c.shape), "max_abs_err": c.max_abs_err,
+               "rel_err": c.rel_err, "scale": c.scale, "allowed": c.allowed,
+               "index": None if c.index is None else list(c.index), "ours": c.ours, "torch": c.torch,
+               "passed": c.passed, "note": c.note} for c in result.checks]
+    return {"command": "check", "file": path, "form": form, "passed": result.ok, "dtype": np.dtype(result.dtype).name,
+            "rtol": result.rtol, "atol": result.atol, "seed": result.seed, "torch_version": result.torch_version,
+            "notes": list(result.notes), "checks": checks}
+
+
 def run(args):
+    """The ``check`` command: the report (to stderr with ``--json``, then the document on stdout)."""
+    with report_to_stderr(getattr(args, "json", False)):
+        rc, document = _run(args)
+    if getattr(args, "json", False) and document is not None:
+        emit(document)
+    return rc
+
+
+def _run(args):
+    """``(exit status, JSON document or None)``."""
     try:
         impl = oracle.load("check.user", "numpy-transformer check")
     except oracle.OracleUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 2, None
     try:
         mod, form = load_check_file(args.file)
         if form == "module" and args.dtype is not None:
@@ -99,6 +127,6 @@ def run(args):
                                                      rtol=args.rtol)
     except (CheckFileError, TypeError, ValueError) as exc:      # a bad FILE, or arguments the checker refused
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 2, None
     print(result)
-    return 0 if result.ok else 1
+    return (0 if result.ok else 1), result_document(result, args.file, form)

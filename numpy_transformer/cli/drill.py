@@ -23,6 +23,7 @@ import sys
 import time
 
 from . import nonnegative_float, nonnegative_int, positive_float, positive_int
+from .json_output import add_json_option, emit, report_to_stderr
 
 
 def _drills():
@@ -30,11 +31,15 @@ def _drills():
     return drills
 
 
-def _unknown(name):
+def _unknown_text(name):
     d = _drills()
     close = difflib.get_close_matches(name, list(d.EXERCISES), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    print(f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}")
+    return f"unknown exercise {name!r}{hint}; the exercises are: {', '.join(d.EXERCISES)}"
+
+
+def _unknown(name):
+    print(_unknown_text(name))
     return 2
 
 
@@ -65,18 +70,38 @@ def cmd_start(args):
     return 0
 
 
+#: what ``drill check --json`` prints (the figures of the human report; never the expected arrays)
+CHECK_SCHEMA = ('{"command": "drill check", "file", "exercise", "passed", "refused" (the file was not run), '
+                '"mistakes" (the known mistakes named), "elapsed" (seconds on the interview clock, or null), '
+                '"seed", "cases", "cases_graded", "cases_fully_correct", "cases_modified_input", "checks_passed", '
+                '"checks", "arrays": [{"name", "function", "passed", "cases", "first_failure" (a case number, or '
+                'null)}]}; a file that cannot be graded (status 2) prints no document')
+
+
 def cmd_check(args):
-    d = _drills()
-    if args.exercise is not None and d.get(args.exercise) is None:
-        return _unknown(args.exercise)
-    result = {}
-    rc = d.check_file(args.file, exercise=args.exercise, seed=args.seed, cases=args.cases, timeout=args.timeout,
-                      call_timeout=args.call_timeout, torch="auto" if args.torch else "off",
-                      verbose=args.verbose, quiet=args.quiet, show_output=args.show_output, dump=args.dump,
-                      result=result)
-    if rc in (0, 1):
-        from ..drills.engine import stats
-        stats.record(result)
+    """``drill check``: grade the file; with ``--json`` the report goes to stderr and the document (made
+    here, in the parent, from what the grading processes reported) to stdout."""
+    as_json = getattr(args, "json", False)
+    with report_to_stderr(as_json):
+        d = _drills()
+        if args.exercise is not None and d.get(args.exercise) is None:
+            if as_json:                                   # --json: one error line
+                print(f"error: {_unknown_text(args.exercise)}", file=sys.stderr)
+                return 2
+            return _unknown(args.exercise)
+        result = {}
+        rc = d.check_file(args.file, exercise=args.exercise, seed=args.seed, cases=args.cases, timeout=args.timeout,
+                          call_timeout=args.call_timeout, torch="auto" if args.torch else "off",
+                          verbose=args.verbose, quiet=args.quiet, show_output=args.show_output, dump=args.dump,
+                          result=result)
+        if rc in (0, 1):
+            from ..drills.engine import stats
+            stats.record(result)
+    if as_json:
+        if rc in (0, 1) and result.get("exercise"):
+            emit(dict({"command": "drill check", "file": args.file, "refused": False}, **result))
+        else:
+            print(f"error: {args.file} could not be graded (status {rc}; the report above says why)", file=sys.stderr)
     return rc
 
 
@@ -177,6 +202,7 @@ def add_arguments(p):
     p_check.add_argument("-v", "--verbose", action="store_true", help="show the tags of every case")
     p_check.add_argument("-q", "--quiet", action="store_true", help="no per-case lines")
     p_check.add_argument("--show-output", action="store_true", help="show what your code printed")
+    add_json_option(p_check, CHECK_SCHEMA)
     p_check.set_defaults(func=cmd_check)
 
     p_sol = sub.add_parser("solution", help="print the reference solution and its derivation (spoiler)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -44,6 +45,12 @@ from ..testing import RandomChooser
 from ..testing import modules as rmodules
 from ..utils.text import fit
 from . import nonnegative_int, positive_float
+from .json_output import add_json_option, emit, report_to_stderr
+
+JSON_SCHEMA = ('{"command": "gradcheck", "passed", "seed", "dtype", "eps", "fast", "torch" (its version, or why '
+               'not compared), "cases", "gradients", "failed" (["case / tensor", ...]), "largest_fd_rel", '
+               '"largest_torch_rel", "rows": [{"case", "tensor", "shape", "fd_err", "fd_tol", "fd_pass", '
+               '"fd_absolute", "torch_rel", "torch_pass", "passed", "notes"}]}; a check not made is null')
 
 __all__ = ["register", "run", "op_cases", "module_cases", "TORCH_TOL"]
 
@@ -64,6 +71,7 @@ def register(subparsers):
     p.add_argument("--eps", type=positive_float, default=DEFAULT_EPS, help="finite-difference step (relative)")
     p.add_argument("--fast", action="store_true",
                    help="finite differences in fast mode: v^T J u along one random direction per tensor")
+    add_json_option(p, JSON_SCHEMA)
     p.set_defaults(func=run)
     return p
 
@@ -330,6 +338,25 @@ def _status(p):
 
 
 def run(args):
+    """The ``gradcheck`` command: the report (to stderr with ``--json``, then the document on stdout)."""
+    document = {}
+    with report_to_stderr(getattr(args, "json", False)):
+        rc = _report(args, document)
+    if getattr(args, "json", False) and document:
+        emit(document)
+    return rc
+
+
+def _row_document(r):
+    """One row of the JSON document: the figures of its line in the table."""
+    notes = [n for n in (r.fd_note if r.fd_pass is False else "", r.t_note if r.t_pass is False else "") if n]
+    return {"case": r.case, "tensor": r.tensor, "shape": list(r.shape), "fd_err": r.fd_rel, "fd_tol": r.fd_tol,
+            "fd_pass": r.fd_pass, "fd_absolute": r.fd_absolute, "torch_rel": r.t_rel, "torch_pass": r.t_pass,
+            "passed": r.passed, "notes": notes}
+
+
+def _report(args, document):
+    """Print the report; fill ``document`` (the JSON one); return the exit status."""
     t0 = time.perf_counter()
     torch_side, torch_why = _load_torch_side()
     tol = TORCH_TOL[args.dtype]
@@ -338,7 +365,7 @@ def run(args):
         pats = [p.lower() for p in args.only]
         cases = [c for c in cases if any(p in c.name.lower() for p in pats)]
         if not cases:
-            print(f"no case matches {args.only}")
+            print(f"error: no case matches --only {' '.join(args.only)}", file=sys.stderr)
             return 2
     torch_desc = (f"torch {torch_side.TORCH_VERSION} autograd in {args.dtype} (our {args.dtype} code against "
                   f"torch.nn / torch.nn.functional with the same weights); pass: max|ours - torch| / max|torch| "
@@ -394,6 +421,10 @@ def run(args):
     if untested:
         print(fit("not tested ('-'): " + ", ".join(f"{r.case} / {r.tensor}" + (f" ({r.fd_note})" if r.fd_note
                                                                                 else "") for r in untested)))
+    document.update(command="gradcheck", passed=not failed, seed=args.seed, dtype=args.dtype, eps=args.eps,
+                    fast=args.fast, torch=torch_side.TORCH_VERSION if torch_side else torch_why, cases=len(cases),
+                    gradients=len(all_rows), failed=[f"{r.case} / {r.tensor}" for r in failed],
+                    largest_fd_rel=worst_fd, largest_torch_rel=worst_t, rows=[_row_document(r) for r in all_rows])
     if failed:
         print(fit(f"FAILED: {len(failed)} gradient(s): " + ", ".join(f"{r.case} / {r.tensor}" for r in failed)))
         return 1

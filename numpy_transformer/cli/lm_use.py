@@ -92,6 +92,9 @@ def predict_next_tokens(args, opened):
         pred = model(np.asarray(ids)[None]).argmax(-1)[0]                     # (S,)
         known = len(following)
         wrong = [i < known and pred[i] != following[i] for i in range(len(ids))]
+        args.document.setdefault("examples", []).append(
+            {"tokens": opened.labels(ids), "predicted": opened.labels(pred), "follows": opened.labels(following),
+             "right": known - sum(wrong), "known": known})
         print(f"\nexample {n}: {known - sum(wrong)} of {known} next tokens right" if known else
               f"\nexample {n}: one token, nothing follows it to compare with")
         rows = {"tokens": opened.labels(ids), "predicted": opened.labels(pred)}
@@ -113,6 +116,7 @@ def predict_encoder_ids(args, opened):
         if not 1 <= ids.size <= cfg["max_len"]:
             raise ValueError(f"--tokens {text!r}: {ids.size} ids; the model reads 1 to {cfg['max_len']} (its max_len)")
         pred = model(ids[None]).argmax(-1)[0]
+        args.document.setdefault("examples", []).append({"tokens": ids, "predicted": pred})
         print(f"\nexample {n}:")
         _columns({"tokens": [str(int(i)) for i in ids], "predicted": [str(int(i)) for i in pred]})
     return 0
@@ -161,6 +165,8 @@ def evaluate_text(args, opened):
     from ..training.evaluation import evaluate
     ev = evaluate(opened.model, src, tgt, criterion=CrossEntropyLoss(), max_examples=args.num,
                   logits_of=lambda model, s, t: (model(s), t))
+    args.document.update(text=args.text, windows=ev.examples, window_tokens=length, tokens=n, loss=ev.loss,
+                         perplexity=math.exp(ev.loss), token_accuracy=ev.token_accuracy)
     print(fit(f"{args.checkpoint}: {opened.description}; --text {args.text}: {ev.examples} windows of {length} "
               f"tokens ({n} tokens): loss {ev.loss:.4f} nats/token = perplexity {math.exp(ev.loss):.2f}, "
               f"next-token accuracy {100 * ev.token_accuracy:.2f}%"))

@@ -45,6 +45,7 @@ from ..training.kinds import KINDS, TEXT_TASK
 from ..training.runlog import LOG_ELSEWHERE, check_log_path, default_log_path, resolve_stored_log
 from ..training.trainer import SCHEDULES, TrainConfig, Trainer
 from . import train_use
+from .train_config import apply_config, check_config_path
 from .train_run import RUN_DEFAULTS, TrainRun, pause_for_tests
 
 _D = TrainConfig()      # the defaults, for the help texts
@@ -133,6 +134,12 @@ def register(subparsers):
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_options(p)
     g = p.add_argument_group("run")
+    g.add_argument("--config", metavar="FILE", help="the options in a TOML (.toml) or JSON (.json) file, keyed by "
+                   "their names with underscores (d_model, num_layers, lr, eval_every ...; not save, resume, log "
+                   "or the switches); a flag given here overrides the file; an unknown key or a wrong type is "
+                   "refused. Every run writes its resolved config next to its checkpoint (run.npz -> "
+                   "run.config.json; an existing one is another run's: refused unless --force or --resume), "
+                   "which --config reads back to repeat the run")
     g.add_argument("--eval-every", type=int, help="validate (and save) every N steps (default 200; 0 = only at "
                    "the end; a resumed run keeps the original's)")
     g.add_argument("--save", metavar="PATH", help="checkpoint path (.npz), written at every validation and at the "
@@ -157,7 +164,7 @@ def register(subparsers):
                         "flagged problem to stderr, and the whole trace to the log (default 0 = never)")
     g.add_argument("--trace-table", action="store_true",
                    help="with --trace-every, print the whole trace table instead of the summary")
-    p.set_defaults(func=run_train)
+    p.set_defaults(func=run_train, config_parser=p)
 
     train_use.register(subparsers)
 
@@ -246,6 +253,8 @@ def _check_steps_left(args, trainer):
 
 def _start(args):
     """Check every option and path, then build (or resume) the trainer; nothing is written yet."""
+    if getattr(args, "config", None):
+        apply_config(args, args.config_parser)            # the file fills what the command line leaves unset
     given = given_options(args)
     if "text" in given and not args.resume:
         fixed = [f"--{k.replace('_', '-')}" for k in ("num_train", "num_val") if k in given]
@@ -276,6 +285,8 @@ def _start(args):
     log_path, own_log = _log_path(args, save, stored)
     if log_path is not None:
         check_log_path(log_path, overwrite=args.force or own_log)       # a link or another run's log: refused
+    if save:                                   # the run's config next to its checkpoint: the log's rule
+        check_config_path(save, overwrite=args.force or bool(args.resume and _same_file(save, args.resume)))
     settings["log"] = log_path                 # stored relative to each checkpoint written (runlog.stored_log)
 
     lockstep = None

@@ -36,6 +36,7 @@ from ..training.interrupts import exit_status, signal_name, signals_blocked, sig
 from ..training.runlog import NEXT_TO_CHECKPOINT, LogWriteError, RunLog, stored_log
 from ..training.trainer import TrainingDiverged
 from ..utils.text import fit
+from .train_config import resolved_config, write_config
 
 __all__ = ["TrainRun", "RUN_DEFAULTS", "NEXT_TO_CHECKPOINT", "pause_for_tests", "claim_fresh_path"]
 
@@ -304,6 +305,7 @@ class TrainRun:
                 pause_for_tests(pause)
             try:
                 self.trainer.save(path, run=dict(self.settings, log=stored_log(self.log_path, path), finished=finished))
+                write_config(path, resolved_config(self.c, self.settings), fresh=path != self.save)
             except (OSError, CheckpointError) as exc:        # a full disk: the previous checkpoint is intact
                 raise SaveFailed(path, self.trainer.step, _cause(exc)) from exc
             self.last_checkpoint = (path, self.trainer.step)

@@ -11,6 +11,7 @@ BOS and EOS ids are unknown), and so is ``evaluate`` of a model with no data and
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -18,7 +19,18 @@ import numpy as np
 from ..tasks.data import EOS, FIRST_TOKEN, PAD
 from ..utils.text import WIDTH, fit
 from . import parse_tokens
+from .json_output import add_json_option, emit, report_to_stderr
 from .model_source import open_model
+
+PREDICT_SCHEMA = ('{"command": "predict", "checkpoint", "examples": [one object per example, the human report\'s '
+                  'rows: encoder "source", "predicted", "expected", "correct"; seq2seq "source", "generated", '
+                  '"ended", "expected", "verdict", "correct"; gpt "prompt", "generated", "reads", "expected", '
+                  '"correct"; a language model "tokens", "predicted", "follows", "right", "known"; an encoder '
+                  'saved from Python "tokens", "predicted"]}')
+EVALUATE_SCHEMA = ('{"command": "evaluate", "checkpoint", "task", "step", "split", "loss", "token_accuracy", '
+                   '"sequence_accuracy", "examples", "bleu" (seq2seq, else null), "generated"} (accuracies as '
+                   'fractions, not percent); with --text: {"command", "checkpoint", "text", "windows", '
+                   '"window_tokens", "tokens", "loss", "perplexity", "token_accuracy"}')
 
 
 def register(subparsers):
@@ -30,6 +42,7 @@ def register(subparsers):
                         'model: text, or token ids without a tokenizer); repeatable; default: --random 5')
     p.add_argument("--random", type=int, metavar="N", help="show N held-out validation examples (a text "
                    "checkpoint: windows of its held-out end)")
+    add_json_option(p, PREDICT_SCHEMA)
     p.set_defaults(func=run_predict)
 
     p = subparsers.add_parser("evaluate", help="loss and accuracy of a checkpoint on its task")
@@ -39,6 +52,7 @@ def register(subparsers):
     p.add_argument("--text", metavar="FILE", help="a language model with a tokenizer (a train --text checkpoint, a "
                    "Hugging Face folder with tokenizer.json): loss and perplexity on this file's windows of its "
                    "block size")
+    add_json_option(p, EVALUATE_SCHEMA)
     p.set_defaults(func=run_evaluate)
 
 
@@ -47,7 +61,28 @@ def _error(msg):
     return 2
 
 
-def run_predict(args):
+def _with_document(run, command):
+    """Run ``run(args)`` with ``args.document`` to fill; with ``--json`` its report goes to stderr and the
+    document, on success, to stdout."""
+    def wrapped(args):
+        args.document = {"command": command, "checkpoint": args.checkpoint}
+        with report_to_stderr(getattr(args, "json", False)):
+            rc = run(args)
+        if getattr(args, "json", False) and rc == 0:
+            emit(args.document)
+        return rc
+    wrapped.__name__ = wrapped.__qualname__ = f"run_{command}"
+    wrapped.__doc__ = run.__doc__
+    return wrapped
+
+
+def examples_of(args):
+    """The list of ``predict``'s JSON document that each example is appended to."""
+    return args.document.setdefault("examples", [])
+
+
+def _predict(args):
+    """``predict``: the examples of a checkpoint's task, or of its text, with the model's predictions."""
     try:
         opened = open_model(args.checkpoint)
         if opened.origin != "train":
@@ -78,6 +113,7 @@ def run_predict(args):
     fmt = lambda ids: "".join(f"{int(i):>{width}}" for i in ids)          # noqa: E731
     for n, (s, p, t) in enumerate(zip(src, pred, tgt), 1):
         wrong = p != t
+        examples_of(args).append({"source": s, "predicted": p, "expected": t, "correct": not wrong.any()})
         print(f"\nexample {n}: " + (f"{int(wrong.sum())} of {len(t)} tokens wrong (marked ^)" if wrong.any()
                                      else "correct"))
         for a in range(0, len(t), per_line):
@@ -137,6 +173,8 @@ def _predict_seq2seq(args, c, model):
         ended = bool((g == EOS).any())
         verdict = ("not a sentence of the task's grammar: no expected answer" if want is None
                    else "correct" if got == want and ended else "wrong")
+        examples_of(args).append({"source": s[s != PAD], "generated": got, "ended": ended, "expected": want,
+                                  "verdict": verdict, "correct": verdict == "correct"})
         print(f"\nexample {n}: {verdict}")
         print(f"  source     {fmt(s[s != PAD])}")
         print(f"  generated  {fmt(got)}" + ("" if ended else f"  (no EOS within {len(g)} tokens)"))
@@ -167,6 +205,8 @@ def _predict_gpt(args, c, model):
     for n, ((a, b), p, g) in enumerate(zip(ab.tolist(), prompts, gen), 1):
         want = a + b
         got = lm.decode_answer(g)
+        examples_of(args).append({"prompt": lm.to_text(p), "generated": lm.to_text(g).rstrip("_"), "reads": got,
+                                  "expected": want, "correct": got == want})
         print(f"\nexample {n}: " + ("correct" if got == want else "wrong"))
         print(f"  prompt     {lm.to_text(p)}")
         reads = "nothing: not digits then EOS" if got is None else got
@@ -175,7 +215,8 @@ def _predict_gpt(args, c, model):
     return 0
 
 
-def run_evaluate(args):
+def _evaluate(args):
+    """``evaluate``: loss and accuracy of a checkpoint on its task's split (or on ``--text``)."""
     from . import lm_use
     try:
         if args.num is not None and args.num <= 0:
@@ -194,6 +235,7 @@ def run_evaluate(args):
     split = args.split or "val"
     step = opened.ckpt.extra_json.get("step", "?")
     ev = kind.evaluate(model, *data.split(split), max_examples=args.num)
+    args.document.update(task=c.task, step=step, split=split, **dataclasses.asdict(ev))
     print(fit(f"{args.checkpoint}: task {c.task}, step {step}, {split} split: {ev}"))
     return 0
 
@@ -211,3 +253,7 @@ def _predict_untasked(args, opened):
         raise ValueError(f"{args.checkpoint} is {opened.description}, so it has no held-out examples: give "
                          "--tokens IDS (token ids separated by spaces)")
     return lm_use.predict_encoder_ids(args, opened)
+
+
+run_predict = _with_document(_predict, "predict")
+run_evaluate = _with_document(_evaluate, "evaluate")

@@ -51,7 +51,7 @@ def test_no_log_without_save_or_with_no_log(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(TINY + ["--steps", "2"]) == 0
     assert main(TINY + ["--steps", "2", "--save", "a.npz", "--no-log"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.config.json", "a.npz"]    # the run's config, no log
 
 
 def test_resume_appends_exactly(tmp_path):

@@ -125,6 +125,9 @@ def report(out, path, ex, run, opts):
         passed += ok
         verdict = "PASS" if ok == len(rs) and rs else "FAIL"
         out(f"  {name:<{name_w}}  {fname:<{fn_w}}  {ok:>3}/{len(rs):<3} {verdict}")
+        result.setdefault("arrays", []).append({"name": name, "function": fname, "passed": ok, "cases": len(rs),
+                                                "first_failure": next((e["index"] + 1 for e, r in rs if not r["ok"]),
+                                                                      None)})
         bad = [(e, r) for e, r in rs if not r["ok"]]
         if bad:
             fails[name] = bad
@@ -173,7 +176,8 @@ def report(out, path, ex, run, opts):
     full_cases = sum(1 for e in case_events if all(r["ok"] for r in e["results"].values()) and not e.get("mutations"))
     all_ok = (passed == total and total > 0 and not cut_short and internal is None and len(case_events) == cases
               and not mutated)
-    result["passed"] = all_ok
+    result.update(passed=all_ok, checks_passed=passed, checks=total, cases=cases, cases_graded=len(case_events),
+                  cases_fully_correct=full_cases, cases_modified_input=mutated, seed=seed)
     pct = 100.0 * passed / total if total else 0.0
     out(f"score: {passed}/{total} checks passed ({pct:.0f}%), {full_cases}/{cases} cases fully correct"
         + (f", {mutated} case(s) modified an input in place" if mutated else "")
