@@ -185,7 +185,8 @@ def test_unknown_task_and_foreign_checkpoint(tmp_path, capsys):
     save_checkpoint(bare, nt.TransformerModel(10, d_model=8, nhead=2, dim_feedforward=8, max_len=6))
     assert main(["evaluate", str(bare)]) == 2
     err = capsys.readouterr().err                  # no task to evaluate on: it says what evaluate needs
-    assert "is an encoder checkpoint saved from Python" in err and "evaluate needs a checkpoint written by train --save" in err, err
+    assert "is an encoder checkpoint saved from Python" in err, err
+    assert "evaluate needs a checkpoint written by train --save" in err, err
 
 
 def test_config_round_trip():
