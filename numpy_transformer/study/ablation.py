@@ -23,8 +23,8 @@ import numpy as np
 
 from ..training.trainer import TrainConfig, Trainer
 
-__all__ = ["VARIANTS", "Variant", "VariantRun", "run_ablation", "summarize", "format_table", "plot_ablation", "describe_base",
-           "parse_variants"]
+__all__ = ["VARIANTS", "Variant", "VariantRun", "run_ablation", "summarize", "format_table", "plot_ablation",
+           "describe_base", "parse_variants"]
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,9 @@ _JS = r"""
   var COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#bcbd22", "#17becf"];
   var $ = function (id) { return document.getElementById(id); };
-  function esc(t) { return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;"); }
+  function esc(t) {
+    return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  }
   function el(tag, attrs, text) {          /* SVG markup: parsed as SVG inside the page's <svg> */
     var s = "<" + tag;
     for (var k in attrs) s += " " + k + '="' + esc(attrs[k]) + '"';
@@ -67,7 +69,9 @@ _JS = r"""
       if (kv[0] === "head") sel.head = kv[1] === "all" ? "all" : clamp(kv[1], H);
     }
   }
-  function heads() { return sel.head === "all" ? Array.from({length: H}, function (_, i) { return i; }) : [sel.head]; }
+  function heads() {
+    return sel.head === "all" ? Array.from({length: H}, function (_, i) { return i; }) : [sel.head];
+  }
   function matrix() {                       /* the heatmap: one head, or the mean over the heads */
     var hs = heads(), w = D.weights[sel.layer], m = [];
     for (var i = 0; i < S; i++) {
@@ -98,7 +102,9 @@ _JS = r"""
       parts.push(el("text", {x: 120, y: rowH * (i + 1) + 16, "text-anchor": "end", "data-row": i,
                              "class": "tok" + (i === sel.token ? " sel" : "")}, D.rows[i]));
     }
-    for (var j = 0; j < T; j++) parts.push(el("text", {x: width - 120, y: rowH * (j + 1) + 16, "class": "tok"}, D.cols[j]));
+    for (var j = 0; j < T; j++) {
+      parts.push(el("text", {x: width - 120, y: rowH * (j + 1) + 16, "class": "tok"}, D.cols[j]));
+    }
     svg.innerHTML = parts.join("");
     svg.querySelectorAll("[data-row]").forEach(function (t) {
       t.onmouseover = t.onclick = function () { choose(parseInt(t.getAttribute("data-row"), 10)); };
@@ -107,7 +113,9 @@ _JS = r"""
   function drawHeat() {
     var m = matrix(), t = $("heat"); t.innerHTML = "";
     var head = t.insertRow(); head.insertCell().className = "lab";
-    for (var j = 0; j < T; j++) { var th = document.createElement("th"); th.textContent = D.cols[j]; head.appendChild(th); }
+    for (var j = 0; j < T; j++) {
+      var th = document.createElement("th"); th.textContent = D.cols[j]; head.appendChild(th);
+    }
     var vmax = 0; for (var i = 0; i < S; i++) for (var j = 0; j < T; j++) vmax = Math.max(vmax, m[i][j]);
     for (var i = 0; i < S; i++) {
       var tr = t.insertRow(); if (i === sel.token) tr.className = "sel";
@@ -124,13 +132,15 @@ _JS = r"""
   function writeState() {
     var hs = heads(), w = D.weights[sel.layer], out = {layer: sel.layer, head: sel.head, token: sel.token,
       query: D.rows[sel.token], keys: D.cols, weights: {}};
-    for (var k = 0; k < hs.length; k++) out.weights[hs[k]] = w[hs[k]][sel.token].map(function (v) { return +v.toFixed(6); });
+    for (var k = 0; k < hs.length; k++) {
+      out.weights[hs[k]] = w[hs[k]][sel.token].map(function (v) { return +v.toFixed(6); });
+    }
     $("state").textContent = JSON.stringify(out);
   }
   function render() {
     $("layer").value = String(sel.layer); $("head").value = String(sel.head);
-    $("caption").textContent = D.layer_name + " " + sel.layer + ", " + (sel.head === "all" ? "all heads (lines: one colour per head; heatmap: their mean)" : "head " + sel.head)
-      + ", query " + D.rows[sel.token];
+    var which = sel.head === "all" ? "all heads (lines: one colour per head; heatmap: their mean)" : "head " + sel.head;
+    $("caption").textContent = D.layer_name + " " + sel.layer + ", " + which + ", query " + D.rows[sel.token];
     drawLines(); drawHeat(); writeState();
   }
   var ls = $("layer"), hsel = $("head");

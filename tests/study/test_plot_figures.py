@@ -13,8 +13,13 @@ from numpy_transformer.cli import main
 from numpy_transformer.study import plot_positions as P
 from numpy_transformer.study.ablation import VariantRun, plot_ablation
 from numpy_transformer.study.plot_gradients import plot_gradients
-from numpy_transformer.study.plotting import (plot_attention, plot_attention_grid, plot_positional, plot_training,
-                                              position_labels)
+from numpy_transformer.study.plotting import (
+    plot_attention,
+    plot_attention_grid,
+    plot_positional,
+    plot_training,
+    position_labels,
+)
 
 pytestmark = needs_matplotlib
 
