@@ -1,4 +1,5 @@
-"""``plot``: PNG pictures of a model and a run (needs matplotlib: ``pip install matplotlib``).
+"""``plot``: PNG pictures of a model and a run, and an interactive HTML page of its attention (the PNGs
+need matplotlib: ``pip install matplotlib``).
 
   plot attention CHECKPOINT --tokens "5 9 3 ..." [--layer i] --out attention.png
       without --layer (or with --all): every layer and every head in one grid (rows the layers,
@@ -46,12 +47,14 @@ _DESCRIPTION = __doc__
 
 
 def register(subparsers):
-    p = subparsers.add_parser("plot", help="PNG pictures: attention heatmaps, positional encoding, training curves",
+    p = subparsers.add_parser("plot", help="PNG pictures: attention heatmaps (or an HTML page), positional "
+                              "encoding, training curves",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", metavar="WHAT")
     sub.required = True
 
-    a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
+    a = sub.add_parser("attention", help="a checkpoint's attention weights: every layer and head in one grid, "
+                       "one layer (--layer), or an interactive page (--html)")
     a.add_argument("checkpoint", help="a .npz written by train --save (or saved from Python), or a Hugging Face folder")
     src = a.add_mutually_exclusive_group()
     src.add_argument("--tokens", metavar="IDS", help='the input, as predict takes it: encoder: e.g. "5 9 3 7" (as '
