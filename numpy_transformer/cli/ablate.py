@@ -82,7 +82,8 @@ def run_ablate(args):
         print(f"runs written to {args.json}")
     if not args.no_plot:
         try:
-            print(f"curves drawn in {plot_ablation(runs, args.out)}")
+            plot_ablation(runs, out=args.out, base=base)
+            print(f"curves drawn in {args.out}")
         except MatplotlibMissing as exc:
             print(f"note: no picture: {exc}", file=sys.stderr)
     return 0

@@ -1,7 +1,14 @@
-"""``plot``: PNG pictures of a model and a run (needs matplotlib: ``pip install matplotlib``).
+"""``plot``: PNG pictures of a model and a run, and an interactive HTML page of its attention (the PNGs
+need matplotlib: ``pip install matplotlib``).
 
   plot attention CHECKPOINT --tokens "5 9 3 ..." [--layer i] --out attention.png
-      every head's attention weights of one layer, as heatmaps, one panel per head:
+      without --layer (or with --all): every layer and every head in one grid (rows the layers,
+        columns the heads), the axes labelled position:token (3:cat); with --layer i: that layer's
+        heads, one larger panel each;
+  plot attention CHECKPOINT --html attention.html
+      the same weights as ONE self-contained page (no network, no server): pick the layer, the head
+        (or all heads) and a token, and see its weights as lines and as a heatmap;
+      which attention:
       encoder: its self-attention, the tokens on both axes;
       seq2seq: the decoder's cross-attention, target tokens (rows: the model's greedy decode of the
         source --tokens) against source tokens (columns); --which self: its causal self-attention;
@@ -13,10 +20,12 @@
   plot positional [--d-model 128 --max-len 100] --out positional.png
       the sinusoidal table as a heatmap and a few dimensions as sin/cos curves
       (``--checkpoint CKPT`` draws that model's table, learned or sinusoidal)
-  plot training LOG --out training.png
-      loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl)
-  plot gradients LOG --out gradients.png
-      gradient norms by layer over training (vanishing, exploding), from a ``train --trace-every`` log
+  plot training LOG [LOG ...] [--labels A B ...] --out training.png
+      loss, accuracy and learning-rate curves from a ``train`` log (run.log.jsonl); several logs are
+      overlaid on shared axes, one colour each, named by --labels (default: the file names)
+  plot gradients LOG [LOG ...] [--labels A B ...] --out gradients.png
+      gradient norms by layer over training (vanishing, exploding), from ``train --trace-every`` logs;
+      several (pre-LN against post-LN) are overlaid on shared axes
 
 ``--out`` names the file written (``.png`` is added to a name without an extension); an existing
 directory, or a path ending in ``/``, gets the default name inside it (``--out figs`` writes
@@ -29,24 +38,23 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
-from ..study import attention_maps
 from ..study.attention_maps import attention_modules, attention_weights
 from ..study.plot_positions import KINDS as POSITION_KINDS
-from ..study.plotting import token_labels
-from . import parse_tokens
+from .plot_inputs import INPUTS as _INPUTS
+from .plot_inputs import input_of as _input_of
 
 _DESCRIPTION = __doc__
 
 
 def register(subparsers):
-    p = subparsers.add_parser("plot", help="PNG pictures: attention heatmaps, positional encoding, training curves",
+    p = subparsers.add_parser("plot", help="PNG pictures: attention heatmaps (or an HTML page), positional "
+                              "encoding, training curves",
                               description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="what", metavar="WHAT")
     sub.required = True
 
-    a = sub.add_parser("attention", help="every head's attention weights of one layer of a checkpoint")
+    a = sub.add_parser("attention", help="a checkpoint's attention weights: every layer and head in one grid, "
+                       "one layer (--layer), or an interactive page (--html)")
     a.add_argument("checkpoint", help="a .npz written by train --save (or saved from Python), or a Hugging Face folder")
     src = a.add_mutually_exclusive_group()
     src.add_argument("--tokens", metavar="IDS", help='the input, as predict takes it: encoder: e.g. "5 9 3 7" (as '
@@ -55,12 +63,19 @@ def register(subparsers):
     src.add_argument("--random", action="store_true", help="a random held-out example of the checkpoint's task "
                      "(a text checkpoint: a held-out window; the default when --tokens is not given)")
     a.add_argument("--seed", type=int, help="which random held-out example (default: a fresh one each time)")
-    a.add_argument("--layer", type=int, default=0, help="encoder layer, decoder layer (seq2seq) or block (gpt) "
-                   "(default 0; negative counts from the end)")
+    layers = a.add_mutually_exclusive_group()
+    layers.add_argument("--layer", type=int, default=None, help="draw only this encoder layer, decoder layer "
+                        "(seq2seq) or block (gpt), one panel per head (negative counts from the end; default: "
+                        "every layer, in one grid)")
+    layers.add_argument("--all", action="store_true", help="every layer and head in one grid, rows the layers, "
+                        "columns the heads (the default when no --layer is given)")
     a.add_argument("--which", metavar="self|cross", help="seq2seq: the decoder's cross-attention (cross, the "
                    "default) or its causal self-attention (self); encoder and gpt: self only")
     a.add_argument("--out", default="attention.png", type=_out_path("attention.png"),
                    help=OUT_HELP.format("attention.png"))
+    a.add_argument("--html", metavar="OUT.html", help="write an interactive page of every layer's and head's weights "
+                   "instead of the PNG: one self-contained file (inline script, the weights as JSON, no network), "
+                   "where you pick the layer, the head (or all heads) and a token")
     a.set_defaults(func=run_attention)
 
     q = sub.add_parser("positional", help="a position scheme: the sinusoidal or a learned table, rotary angles and "
@@ -81,14 +96,20 @@ def register(subparsers):
     q.set_defaults(func=run_positional)
 
     t = sub.add_parser("training", help="loss and accuracy curves (train and validation) from a train log")
-    t.add_argument("log", help="the JSON-lines log written by train (run.npz -> run.log.jsonl)")
+    t.add_argument("log", nargs="+", help="the JSON-lines log written by train (run.npz -> run.log.jsonl); several "
+                   "are overlaid on shared axes")
+    t.add_argument("--labels", nargs="+", metavar="NAME", help="the logs' names in the legend, one per log "
+                   "(default: the file names)")
     t.add_argument("--smooth", type=int, metavar="N", help="moving average over N log lines (default ~1/50 of the run)")
     t.add_argument("--out", default="training.png", type=_out_path("training.png"),
                    help=OUT_HELP.format("training.png"))
     t.set_defaults(func=run_training)
 
     g = sub.add_parser("gradients", help="gradient norms by layer over training, from a train --trace-every log")
-    g.add_argument("log", help="the JSON-lines log written by train --trace-every N (run.npz -> run.log.jsonl)")
+    g.add_argument("log", nargs="+", help="the JSON-lines log written by train --trace-every N (run.npz -> "
+                   "run.log.jsonl); several (pre-LN, post-LN) are overlaid on shared axes")
+    g.add_argument("--labels", nargs="+", metavar="NAME", help="the logs' names in the legend, one per log "
+                   "(default: the file names)")
     g.add_argument("--out", default="gradients.png", type=_out_path("gradients.png"),
                    help=OUT_HELP.format("gradients.png"))
     g.set_defaults(func=run_gradients)
@@ -127,10 +148,13 @@ def _guarded(draw):
 
 def run_attention(args):
     def draw():
-        from ..study.plotting import plot_attention
+        from ..study import plotting
+        from ..study.attention_html import attention_html
         from .model_source import open_model
         if args.which is not None and args.which not in ("self", "cross"):
             raise ValueError(f"--which must be 'self' or 'cross', got {args.which!r}")
+        if args.html is not None and args.layer is not None:
+            raise ValueError(f"--html draws every layer (the page picks one): drop --layer {args.layer}")
         opened = open_model(args.checkpoint)
         kind = opened.model_kind
         if kind not in _INPUTS:
@@ -142,22 +166,38 @@ def run_attention(args):
         model = opened.model
         which, attns, layer_word = attention_modules(model, args.which)
         n = len(attns)
-        if not -n <= args.layer < n:
+        if args.layer is not None and not -n <= args.layer < n:
             raise ValueError(f"--layer must be in [0, {n}) (the model's {n} {layer_word}s; negative counts from "
                              f"the end), got {args.layer}")
-        layer = args.layer % n
         p = _input_of(args, opened)
-        weights = attention_weights(model, *p.inputs, which=which, **p.kwargs)[layer][0]
-        weights = weights[:, :len(p.rows), :len(p.cols)]                  # (H, S, T): padding dropped
+        every = [w[0][:, :len(p.rows), :len(p.cols)]                       # (H, S, T) each: padding dropped
+                 for w in attention_weights(model, *p.inputs, which=which, **p.kwargs)]
         task = getattr(opened.config, "task", None)
         step = None if opened.ckpt is None else opened.ckpt.extra_json.get("step")
         causal = " (causal)" if opened.model_kind != "encoder" and which == "self" else ""
         kind = {"cross": "cross-attention", "self": "self-attention"}[which]
-        title = (f"{layer_word} {layer} {kind}{causal}, {weights.shape[0]} heads ({p.what})\n{args.checkpoint}"
-                 + (f": task {task}" if task else "") + (f", step {step}" if step is not None else "")
-                 + (f"; {p.note}" if p.note and len(p.note) <= 80 else ""))
-        return plot_attention(weights, args.out, p.rows, p.cols, title=title, query_name=p.query_name,
-                              key_name=p.key_name)
+        source = (f"{args.checkpoint}" + (f": task {task}" if task else "")
+                  + (f", step {step}" if step is not None else "")
+                  + (f"; {p.note}" if p.note and len(p.note) <= 80 else ""))
+        heads = every[0].shape[0]
+        if args.html is not None:
+            attention_html(every, out=args.html, query_labels=plotting.position_labels(p.rows),
+                           key_labels=plotting.position_labels(p.cols), layer_name=layer_word,
+                           title=f"{kind}{causal}, {n} {layer_word}s x {heads} heads ({p.what})\n{source}",
+                           query_name=p.query_name, key_name=p.key_name)
+            return args.html
+        if args.layer is None:
+            plotting.plot_attention_grid(every, out=args.out, query_labels=plotting.position_labels(p.rows),
+                                         key_labels=plotting.position_labels(p.cols), layer_name=layer_word,
+                                         title=f"every {layer_word}'s {kind}{causal} (rows), {heads} heads "
+                                               f"(columns) ({p.what})\n{source}",
+                                         query_name=p.query_name, key_name=p.key_name)
+            return args.out
+        layer = args.layer % n
+        title = f"{layer_word} {layer} {kind}{causal}, {heads} heads ({p.what})\n{source}"
+        plotting.plot_attention(every[layer], args.out, p.rows, p.cols, title=title, query_name=p.query_name,
+                                key_name=p.key_name)
+        return args.out
     return _guarded(draw)
 
 
@@ -173,11 +213,13 @@ def _positional_kind(args):
     if args.kind == "rope":
         if args.head_dim <= 0 or args.head_dim % 2:
             raise ValueError(f"--head-dim must be a positive even number, got {args.head_dim}")
-        return P.plot_rope(args.out, head_dim=args.head_dim, max_len=args.max_len)
+        P.plot_rope(out=args.out, head_dim=args.head_dim, max_len=args.max_len)
+        return args.out
     if args.nhead <= 0:
         raise ValueError(f"--nhead must be positive, got {args.nhead}")
     if args.kind == "alibi":
-        return P.plot_alibi(args.out, num_heads=args.nhead, max_len=min(args.max_len, 64))
+        P.plot_alibi(out=args.out, num_heads=args.nhead, max_len=min(args.max_len, 64))
+        return args.out
     if args.kind == "relative":
         state = {} if ckpt is None else ckpt.model_state
         key = next((k for k in state if k.endswith("relative_attention_bias.weight")), None)
@@ -187,130 +229,17 @@ def _positional_kind(args):
         weight = None if key is None else state[key]
         n = 32 if weight is None else weight.shape[0]
         causal = ckpt is not None and "block_size" in ckpt.model_config        # a GPT: causal buckets
-        return P.plot_relative(args.out, num_buckets=n, bidirectional=not causal, weight=weight,
-                               title=None if ckpt is None else f"relative position bias of {args.checkpoint}")
+        P.plot_relative(out=args.out, num_buckets=n, bidirectional=not causal, weight=weight,
+                        title=None if ckpt is None else f"relative position bias of {args.checkpoint}")
+        return args.out
     if ckpt is None:
         raise ValueError("--kind learned draws a checkpoint's table: give --checkpoint CKPT (trained with "
                          "--pos-encoding learned)")
     key = next((k for k in ("pos_embed.weight", "wpe.weight") if k in ckpt.model_state), None)
     if key is None:
         raise ValueError(f"--checkpoint {args.checkpoint} has no learned position table")
-    return P.plot_learned(ckpt.model_state[key], args.out, title=f"learned positions of {args.checkpoint}")
-
-
-class _Plotted:
-    """What one kind's input gives :func:`run_attention`: the forward's arguments, the row and column
-    labels (their counts trim padding off the weights), the axes' titles, a caption."""
-
-    def __init__(self, inputs, rows, cols, what, note="", kwargs=None, query_name="query token",
-                 key_name="key token"):
-        self.inputs, self.rows, self.cols, self.what, self.note = inputs, rows, cols, what, note
-        self.kwargs = kwargs or {}
-        self.query_name, self.key_name = query_name, key_name
-
-
-def _held_out(args, n):
-    k = int(np.random.default_rng(args.seed).integers(n))
-    return k, f"held-out example {k}"
-
-
-def _encoder_input(args, ckpt, model):
-    from ..tasks.data import make_task
-    from ..training.trainer import checkpoint_config
-    mc = ckpt.model_config
-    if args.tokens:                      # the length it was trained on (a bare checkpoint: its max_len)
-        length = checkpoint_config(ckpt).seq_len if ckpt.config else mc["max_len"]
-        ids = np.array([parse_tokens(args.tokens, length, mc["vocab_size"])], dtype=np.int64)
-        what = "given tokens"
-    else:
-        c = checkpoint_config(ckpt)
-        val = make_task(c.task, c.vocab_size, c.seq_len, c.num_train, c.num_val, seed=c.seed).val_src
-        k, what = _held_out(args, len(val))
-        ids = val[k:k + 1]
-        print(f"input ({what}): {' '.join(str(int(i)) for i in ids[0])}")
-    pred = model.eval()(ids).argmax(-1)[0]
-    labels = token_labels(ids[0])
-    return _Plotted([ids], labels, labels, what, note=f"prediction: {' '.join(token_labels(pred))}")
-
-
-def _seq2seq_input(args, ckpt, model):
-    """The source (--tokens or held out) and the model's greedy decode of it; the decoder's input is
-    BOS + that decode shifted right, so row i is the position that produced target token i."""
-    from ..tasks import seq2seq as s2s
-    from ..training.kinds import get_kind
-    from ..training.trainer import checkpoint_config
-    from .train_use import parse_source
-    c = checkpoint_config(ckpt)
-    kind = get_kind("seq2seq")
-    data = kind.make_data(c)
-    if args.tokens:
-        src = np.array([parse_source(args.tokens, c.seq_len, c.vocab_size)], dtype=np.int64)
-        what = "given source"
-    else:
-        k, what = _held_out(args, len(data.val_src))
-        src = data.val_src[k:k + 1]
-    gen = kind.predict(model, src, data)[0]                                 # (tgt_len,), PAD after EOS
-    length = int(np.argmax(gen == s2s.EOS)) + 1 if (gen == s2s.EOS).any() else len(gen)
-    gen = gen[:length]
-    tgt_in = np.concatenate([[s2s.BOS], gen[:-1]])[None]                    # (1, S): BOS + shifted
-    n_src = int((src[0] != s2s.PAD).sum())
-    src_names = attention_maps.token_names(c.task, c.vocab_size, "source")
-    tgt_names = attention_maps.token_names(c.task, c.vocab_size, "target")
-    fmt = lambda ids: " ".join(str(int(i)) for i in ids)                    # noqa: E731
-    print(f"source ({what}): {fmt(src[0, :n_src])}\ngreedy target: {fmt(gen)}")
-    rows = token_labels(gen, tgt_names)
-    if args.which == "self":
-        cols, key_name = token_labels(tgt_in[0], tgt_names), "decoder input token"
-    else:
-        cols, key_name = token_labels(src[0, :n_src], src_names), "source token"
-    return _Plotted([src, tgt_in], rows, cols, what, kwargs=dict(src_key_padding_mask=src == s2s.PAD),
-                    note=f"source: {' '.join(token_labels(src[0, :n_src], src_names))}",
-                    query_name="target token", key_name=key_name)
-
-
-def _gpt_input(args, ckpt, model):
-    """The prompt (--tokens "123+456" or held out) and its greedy answer, up to its EOS."""
-    from ..tasks import lm
-    from ..training.kinds import get_kind
-    from ..training.trainer import checkpoint_config
-    c = checkpoint_config(ckpt)
-    kind = get_kind("gpt")
-    data = kind.make_data(c)
-    if args.tokens:
-        a, b = lm.parse_expression(args.tokens, c.digits)
-        what = "given prompt"
-    else:
-        k, what = _held_out(args, len(data.val_ab))
-        a, b = (int(v) for v in data.val_ab[k])
-    prompt = lm.encode_prompt(a, b, c.digits)                               # (1, prompt_len)
-    gen = kind.predict(model, prompt, data)[0]
-    length = int(np.argmax(gen == lm.EOS)) + 1 if (gen == lm.EOS).any() else len(gen)
-    ids = np.concatenate([prompt[0], gen[:length]])[None]                   # (1, S)
-    print(f"prompt ({what}): {lm.to_text(prompt[0])}\ngreedy answer: {lm.to_text(gen[:length])} "
-          f"(least-significant digit first)")
-    labels = token_labels(ids[0], attention_maps.token_names("addition"))
-    return _Plotted([ids], labels, labels, what, note=f"{a}+{b}: answer {lm.to_text(gen[:length])}")
-
-
-_INPUTS = {"encoder": _encoder_input, "seq2seq": _seq2seq_input, "gpt": _gpt_input}
-
-
-def _input_of(args, opened):
-    """The input drawn: the task's (a train checkpoint), a language model's text or ids, an encoder's ids."""
-    if opened.origin == "train":
-        return _INPUTS[opened.model_kind](args, opened.ckpt, opened.model)
-    if opened.is_language_model:
-        from .lm_use import attention_input
-        ids, labels, what = attention_input(args, opened)
-        return _Plotted([ids], labels, labels, what)
-    if opened.model_kind == "seq2seq":
-        raise ValueError(f"{args.checkpoint} is {opened.description}: plot attention decodes a seq2seq model's "
-                         "target greedily, which needs its task's BOS and EOS ids; a checkpoint written by train "
-                         "--model seq2seq --save has them")
-    if not args.tokens:
-        raise ValueError(f"{args.checkpoint} is {opened.description}, so it has no held-out examples: give --tokens "
-                         "IDS (token ids separated by spaces)")
-    return _encoder_input(args, opened.ckpt, opened.model)
+    P.plot_learned(ckpt.model_state[key], out=args.out, title=f"learned positions of {args.checkpoint}")
+    return args.out
 
 
 def run_positional(args):
@@ -325,23 +254,23 @@ def run_positional(args):
             mc = ckpt.model_config
             if mc.get("pos_encoding") == "learned":
                 table = ckpt.model_state["pos_embed.weight"]
-                return plot_positional(table, args.out, dims=args.dims, sinusoidal=False,
-                                       title=f"learned positions of {args.checkpoint}")
+                plot_positional(table, out=args.out, dims=args.dims, sinusoidal=False,
+                                title=f"learned positions of {args.checkpoint}")
+                return args.out
             table = sinusoidal_table(mc["max_len"], mc["d_model"])
-            return plot_positional(table, args.out, dims=args.dims,
-                                   title=f"sinusoidal positions of {args.checkpoint}")
+            plot_positional(table, out=args.out, dims=args.dims, title=f"sinusoidal positions of {args.checkpoint}")
+            return args.out
         for name in ("d_model", "max_len"):
             if getattr(args, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
         table = sinusoidal_table(args.max_len, args.d_model)
-        return plot_positional(table, args.out, dims=args.dims,
-                               title=f"sinusoidal positional encoding, d_model {args.d_model}")
+        plot_positional(table, out=args.out, dims=args.dims,
+                        title=f"sinusoidal positional encoding, d_model {args.d_model}")
+        return args.out
     return _guarded(draw)
 
 
 def _read_log(path):
-    import os
-
     from ..training.runlog import read_log
     if not os.path.exists(path):
         raise FileNotFoundError(f"log {path} does not exist (train writes it next to --save: "
@@ -359,31 +288,33 @@ def _log_title(path, entries):
     return title
 
 
+def _logs(args):
+    """``(logs, labels, title)`` of the LOG arguments: one log's title describes its run; several are
+    named by --labels (one per log) or by their file names."""
+    if args.labels is not None and len(args.labels) != len(args.log):
+        raise ValueError(f"--labels: {len(args.labels)} label(s) for {len(args.log)} log(s); give one per log")
+    logs = [_read_log(path) for path in args.log]
+    if len(logs) == 1:
+        return logs, args.labels, _log_title(args.log[0], logs[0])
+    labels = args.labels or [os.path.basename(path).removesuffix(".jsonl").removesuffix(".log") for path in args.log]
+    return logs, labels, "training logs " + ", ".join(f"{name} ({path})" for name, path in zip(labels, args.log))
+
+
 def run_gradients(args):
     def draw():
         from ..study.plot_gradients import plot_gradients
-        entries = _read_log(args.log)
-        return plot_gradients(entries, args.out, title=_log_title(args.log, entries))
+        logs, labels, title = _logs(args)
+        plot_gradients(logs, out=args.out, title=title, labels=labels)
+        return args.out
     return _guarded(draw)
 
 
 def run_training(args):
     def draw():
-        import os
-
         from ..study.plotting import plot_training
-        from ..training.runlog import read_log
-        if not os.path.exists(args.log):
-            raise FileNotFoundError(f"log {args.log} does not exist (train writes it next to --save: "
-                                    "run.npz -> run.log.jsonl)")
         if args.smooth is not None and args.smooth <= 0:
             raise ValueError(f"--smooth must be positive, got {args.smooth}")
-        entries = read_log(args.log)
-        start = next((e for e in entries if e.get("kind") == "start"), {})
-        cfg = start.get("config") or {}
-        title = f"training log {args.log}"
-        if cfg:
-            title += (f"\ntask {cfg.get('task')}, d_model {cfg.get('d_model')}, {cfg.get('num_layers')} layers, "
-                      f"{cfg.get('optimizer')} lr {cfg.get('lr')}")
-        return plot_training(entries, args.out, title=title, window=args.smooth)
+        logs, labels, title = _logs(args)
+        plot_training(logs, out=args.out, title=title, window=args.smooth, labels=labels)
+        return args.out
     return _guarded(draw)

@@ -24,7 +24,7 @@ import numpy as np
 from ..training.trainer import TrainConfig, Trainer
 
 __all__ = ["VARIANTS", "Variant", "VariantRun", "run_ablation", "summarize", "format_table", "plot_ablation",
-           "parse_variants"]
+           "describe_base", "parse_variants"]
 
 
 @dataclass(frozen=True)
@@ -245,12 +245,38 @@ def format_table(runs, sequence_name="seq acc"):
     return "\n".join([line(head), "  ".join("-" * w for w in widths)] + [line(r) for r in rows])
 
 
-def plot_ablation(runs, out, title=None):
-    """One PNG: every variant's held-out loss (log scale) and token accuracy against the step; with
-    several repeats, the mean line and a band from the lowest to the highest repeat."""
-    from .plotting import figure, save_figure
-    fig = figure(figsize=(12, 4.8))
-    ax_loss, ax_acc = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+def describe_base(base=None):
+    """``task shift, encoder model (d_model 128, 2 layers), 1000 steps``: what an ablation's variants
+    share, from its base options (``TrainConfig`` fields; the defaults fill in what is not given)."""
+    c = TrainConfig(**(base or {}))
+    return (f"task {c.task}, {c.model} model (d_model {c.d_model}, {c.num_layers} layers), "
+            f"{c.steps} steps")
+
+
+def plot_ablation(runs, out=None, title=None, base=None, ax=None, fig=None):
+    """Every variant's held-out loss (log scale) and token accuracy against the step; with several
+    repeats, the mean line and a band from the lowest to the highest repeat. The title names the task
+    and the model (from ``base``, the options every variant shares: :func:`describe_base`); the dashed
+    line of the accuracy panel is the 99% that ``steps to 99%`` counts, labelled in its legend.
+
+    Parameters
+    ----------
+    runs : list of VariantRun
+        What :func:`run_ablation` returns.
+    out : str, optional
+        A file to write; nothing is written without it.
+    base : dict, optional
+        The base options the runs were trained with (``run_ablation``'s ``base``); default the
+        ``TrainConfig`` defaults.
+    ax : two Axes, optional
+        ``[loss, accuracy]``; default a new Figure (``fig``: a Figure to add them to).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from .figures import finish, panels
+    fig, (ax_loss, ax_acc) = panels(2, ax, fig, figsize=(12, 4.8), ncols=2, what="loss and accuracy")
     for i, name in enumerate(dict.fromkeys(r.variant for r in runs)):
         rs = [r for r in runs if r.variant == name]
         steps = np.asarray(rs[0].steps)
@@ -266,14 +292,13 @@ def plot_ablation(runs, out, title=None):
     ax_loss.set_yscale("log")
     ax_loss.set_ylabel("held-out loss")
     ax_acc.set_ylabel("held-out token accuracy (%)")
-    ax_acc.axhline(99, color="grey", lw=0.8, ls="--")
+    ax_acc.axhline(99, color="grey", lw=0.8, ls="--", label="99% (the table's steps to 99%)")
     for ax in (ax_loss, ax_acc):
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     ax_acc.legend(fontsize=8, loc="lower right")
-    fig.suptitle(title or "ablation: held-out curves")
-    fig.tight_layout()
-    return save_figure(fig, out)
+    fig.suptitle(title or f"ablation, held-out curves: {describe_base(base)}")
+    return finish(fig, out)
 
 
 def runs_to_dict(runs):

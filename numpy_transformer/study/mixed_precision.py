@@ -146,12 +146,12 @@ def gradient_underflow(model, src, tgt, init_scale=2.0 ** 16):
     return result
 
 
-def plot(runs, sweep, grads, out):
+def plot(runs, sweep, grads, out=None, ax=None, fig=None):
     """Three panels: the training losses; LayerNorm's error vs input scale; the first step's gradients
-    against float16's range."""
-    from .plotting import figure, save_figure
-    fig = figure(figsize=(15, 4.4), dpi=110)
-    ax1, ax2, ax3 = fig.subplots(1, 3)
+    against float16's range. ``ax``: three Axes (default a new Figure; ``fig``: a Figure to add them
+    to); ``out``: a file to write, nothing written without it. Returns the Figure."""
+    from .figures import finish, panels
+    fig, (ax1, ax2, ax3) = panels(3, ax, fig, figsize=(15, 4.4), ncols=3, what="losses, LayerNorm, gradients")
     for r in runs:
         ax1.plot(r["loss"], label=f"{r['mode']} (acc {r['val_accuracy']:.3f}, {r['skipped']} skipped)")
     peak = max(v["max_abs_centred"] for r in runs for v in r["norm_inputs"].values())
@@ -186,8 +186,7 @@ def plot(runs, sweep, grads, out):
                   f"parameter gradients' error {u['grad_error']:.2g} unscaled, {sc['grad_error']:.2g} scaled")
     ax3.title.set_fontsize(9)
     ax3.legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, out)
+    return finish(fig, out)
 
 
 def main(argv=None):
@@ -238,7 +237,9 @@ def _study(args, written):
               f"{g['dlogits_subnormal']:.2%} subnormal; parameter gradients' normwise error {g['grad_error']:.2e}")
     print(f"wrote {json_path}")
     try:
-        print(f"wrote {plot(runs, sweep, grads, os.path.join(args.out, 'mixed_precision.png'))}")
+        path = os.path.join(args.out, "mixed_precision.png")
+        plot(runs, sweep, grads, out=path)
+        print(f"wrote {path}")
     except MatplotlibMissing as exc:
         print(f"no figure: {exc}", file=sys.stderr)
     return summary

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plotting import figure, save_figure
+from .figures import finish, panels
+from .plot_curves import as_runs
 
 __all__ = ["gradient_norms", "plot_gradients"]
 
@@ -56,31 +57,72 @@ def _by_layer(ax, fig, steps, names, norms, what):
     fig.colorbar(cm.ScalarMappable(norm=colours, cmap="viridis"), ax=ax, label="training step")
 
 
-def plot_gradients(entries, out, title=None):
-    """Three panels: each layer's parameter-gradient norm against its depth (one line per traced step),
-    the residual stream's gradient norm likewise, and each layer's parameter-gradient norm over training.
+def plot_gradients(entries, out=None, title=None, labels=None, ax=None, fig=None):
+    """Three panels: each layer's parameter-gradient norm against its depth, the residual stream's
+    gradient norm likewise, and each layer's parameter-gradient norm over training.
 
-    The title line of each profile gives the ratio first layer / last layer at the first and the last
-    traced step: well below 1 means the gradient vanishes toward the input, well above 1 that it grows.
+    From one log, the profiles have one line per traced step (coloured early -> late); their titles
+    give the ratio first layer / last layer at the first and the last traced step: well below 1 means
+    the gradient vanishes toward the input, well above 1 that it grows. From several logs (pre-LN
+    against post-LN), every panel overlays them on shared axes, one colour per log named in the legend:
+    the profiles at the first (dotted) and the last (solid) traced step, and over training the first
+    layer (solid) and the last (dashed).
+
+    Parameters
+    ----------
+    entries : list of dict, or list of lists of dict
+        One ``train --trace-every N`` log's entries (``read_log(path)``) or several logs'.
+    out : str, optional
+        A file to write; nothing is written without it.
+    labels : list of str, optional
+        The logs' names (one per log).
+    ax : three Axes, optional
+        ``[parameter profile, residual profile, over training]``; default a new Figure (``fig``: a
+        Figure to add them to).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
-    steps, names, norms = gradient_norms(entries, "param_grad_norms")
-    try:
-        isteps, inames, inorms = gradient_norms(entries, "grad_norms")
-    except ValueError:
-        isteps = None
-    fig = figure(figsize=(10, 11), dpi=110, layout="constrained")
-    ax_p, ax_i, ax_t = fig.subplots(3, 1, height_ratios=[1, 1, 1.1])
+    runs = as_runs(entries, labels)
+    read = []
+    for label, log in runs:
+        try:
+            got = gradient_norms(log, "param_grad_norms")
+        except ValueError as exc:
+            raise ValueError(str(exc) + (f" ({label})" if len(runs) > 1 else "")) from None
+        try:
+            inner = gradient_norms(log, "grad_norms")
+        except ValueError:
+            inner = None
+        read.append((label, got, inner))
+    fig, (ax_p, ax_i, ax_t) = panels(3, ax, fig, figsize=(10, 11), what="two profiles and the norms over training",
+                                     height_ratios=[1, 1, 1.1])
+    if len(runs) == 1:
+        _one_log(fig, ax_p, ax_i, ax_t, *read[0][1:])
+    else:
+        _several_logs(ax_p, ax_i, ax_t, read)
+    for a in (ax_p, ax_i, ax_t):
+        a.grid(alpha=0.3, which="both")
+    if title:
+        fig.suptitle(title)
+    return finish(fig, out)
+
+
+def _one_log(fig, ax_p, ax_i, ax_t, got, inner):
+    from matplotlib import cm
+    steps, names, norms = got
 
     def ratios(n):
         return f"first/last layer: {n[0, 0] / n[0, -1]:.3g} at step {steps[0]:g}, {n[-1, 0] / n[-1, -1]:.3g} at the end"
     _by_layer(ax_p, fig, steps, names, norms, "parameter gradient norm by layer (" + ratios(norms) + ")")
-    if isteps is not None:
+    if inner is not None:
+        isteps, inames, inorms = inner
         _by_layer(ax_i, fig, isteps, inames, inorms,
                   f"residual-stream gradient norm entering each layer (first/last: "
                   f"{inorms[-1, 0] / inorms[-1, -1]:.3g} at the end)")
     else:
         ax_i.set_axis_off()
-    from matplotlib import cm
     for j, name in enumerate(names):
         ax_t.plot(steps, norms[:, j], linewidth=1.4, color=cm.plasma(j / max(len(names) - 1, 1) * 0.9),
                   label=_short(name))
@@ -89,8 +131,36 @@ def plot_gradients(entries, out, title=None):
     ax_t.set_ylabel("parameter gradient L2 norm")
     ax_t.set_title("each layer's parameter gradient norm over training")
     ax_t.legend(fontsize=7, ncol=min(len(names), 6), title="layer", title_fontsize=7)
-    for ax in (ax_p, ax_i, ax_t):
-        ax.grid(alpha=0.3, which="both")
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, out)
+
+
+def _several_logs(ax_p, ax_i, ax_t, read):
+    longest = {}                                              # axis -> the longest layer list drawn on it
+    for k, (label, (steps, names, norms), inner) in enumerate(read):
+        colour = f"C{k % 10}"
+        profiles = [(ax_p, steps, names, norms)] + ([(ax_i, *inner)] if inner is not None else [])
+        for a, st, nm, nr in profiles:
+            x = np.arange(len(nm))
+            a.plot(x, nr[0], "o:", markersize=3, linewidth=1, color=colour, label=f"{label}: step {st[0]:g}")
+            a.plot(x, nr[-1], "o-", markersize=3, linewidth=1.6, color=colour,
+                   label=f"{label}: step {st[-1]:g} (first/last layer {nr[-1, 0] / nr[-1, -1]:.3g})")
+            if len(nm) > len(longest.get(a, [])):
+                longest[a] = nm
+        ax_t.plot(steps, norms[:, 0], linewidth=1.6, color=colour, label=f"{label}: {_short(names[0])}")
+        ax_t.plot(steps, norms[:, -1], "--", linewidth=1.4, color=colour, label=f"{label}: {_short(names[-1])}")
+    for a, nm in longest.items():
+        a.set_xticks(np.arange(len(nm)), [_short(n) for n in nm], fontsize=7, rotation=45 if len(nm) > 12 else 0)
+    for a, what in ((ax_p, "parameter gradient norm by layer"),
+                    (ax_i, "residual-stream gradient norm entering each layer")):
+        if a not in longest:                                  # no log holds residual-stream norms
+            a.set_axis_off()
+            continue
+        a.set_yscale("log")
+        a.set_xlabel("layer (input side left, loss side right)")
+        a.set_ylabel("L2 norm")
+        a.set_title(what + ": first (dotted) and last (solid) traced step")
+        a.legend(fontsize=7)
+    ax_t.set_yscale("log")
+    ax_t.set_xlabel("optimisation step")
+    ax_t.set_ylabel("parameter gradient L2 norm")
+    ax_t.set_title("first layer (solid) and last layer (dashed) over training")
+    ax_t.legend(fontsize=7, ncol=2)

@@ -10,7 +10,9 @@
   positions that end up smooth show a band along the diagonal).
 
 The numbers come from the library's own functions (``F.rope_forward``, ``F.alibi_bias``,
-``F.relative_position_bucket``), so the pictures show what the models compute.
+``F.relative_position_bucket``), so the pictures show what the models compute. Each function returns
+its matplotlib Figure, draws into ``ax=`` (a list of its panels' Axes) or onto ``fig=`` when given, and
+writes a file only when ``out=`` is given (:mod:`numpy_transformer.study.figures`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import functional as F
-from .plotting import figure, save_figure
+from .figures import finish, panels
 
 __all__ = ["KINDS", "plot_rope", "plot_alibi", "plot_relative", "plot_learned", "rope_scores"]
 
@@ -33,9 +35,10 @@ def rope_scores(head_dim, max_len, base=10000.0, interleaved=False):
     return rotated @ rotated[0] / head_dim                                      # (S,)
 
 
-def plot_rope(out, head_dim=64, max_len=128, base=10000.0, title=None):
-    fig = figure(figsize=(10, 8), dpi=110, layout="constrained")
-    top, bottom = fig.subplots(2, 1, height_ratios=[1.25, 1])
+def plot_rope(out=None, head_dim=64, max_len=128, base=10000.0, title=None, ax=None, fig=None):
+    """Rotary embeddings: each pair's rotation angle over the positions, and :func:`rope_scores`.
+    ``ax``: two Axes ``[angles, scores]``. Returns the Figure."""
+    fig, (top, bottom) = panels(2, ax, fig, figsize=(10, 8), what="angles and scores", height_ratios=[1.25, 1])
     pairs = np.arange(head_dim // 2)
     theta = np.arange(max_len)[:, None] * base ** (-2.0 * pairs / head_dim)[None, :]   # (S, Dh/2)
     image = top.imshow(np.cos(theta), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
@@ -51,15 +54,17 @@ def plot_rope(out, head_dim=64, max_len=128, base=10000.0, title=None):
     bottom.grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    return save_figure(fig, out)
+    return finish(fig, out)
 
 
-def plot_alibi(out, num_heads=8, max_len=32, title=None):
+def plot_alibi(out=None, num_heads=8, max_len=32, title=None, ax=None, fig=None):
+    """ALiBi: up to four heads' biases over (query, key), and every head's slope. ``ax``: ``min(num_heads,
+    4) + 1`` Axes (the heads, then the slopes). Returns the Figure."""
     bias = F.alibi_bias(num_heads, max_len, max_len)                            # (H, S, S)
     causal = np.triu(np.ones((max_len, max_len), dtype=bool), k=1)
     shown = min(num_heads, 4)
-    fig = figure(figsize=(3.2 * (shown + 1), 3.6), dpi=110, layout="constrained")
-    axes = fig.subplots(1, shown + 1)
+    fig, axes = panels(shown + 1, ax, fig, figsize=(3.2 * (shown + 1), 3.6), ncols=shown + 1,
+                       what=f"{shown} heads and the slopes")
     lim = float(np.abs(np.where(causal, 0, bias)).max()) or 1.0
     heads = np.unique(np.linspace(0, num_heads - 1, shown).round().astype(int))
     for ax, h in zip(axes, heads):
@@ -75,17 +80,19 @@ def plot_alibi(out, num_heads=8, max_len=32, title=None):
     axes[-1].set_xlabel("head")
     axes[-1].set_title("slopes", fontsize=9)
     fig.suptitle(title or f"ALiBi, {num_heads} heads (masked: above the diagonal)")
-    return save_figure(fig, out)
+    return finish(fig, out)
 
 
-def plot_relative(out, num_buckets=32, max_distance=128, bidirectional=True, weight=None, title=None):
-    """The bucket of every distance; with ``weight`` (num_buckets, H), each head's bias over distance."""
+def plot_relative(out=None, num_buckets=32, max_distance=128, bidirectional=True, weight=None, title=None,
+                  ax=None, fig=None):
+    """The bucket of every distance; with ``weight`` (num_buckets, H), each head's bias over distance.
+    ``ax``: one Axes (two with ``weight``). Returns the Figure."""
     span = int(max_distance * 1.5)
     rel = np.arange(-span, span + 1) if bidirectional else np.arange(-span, 1)
     buckets = F.relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets,
                                          max_distance=max_distance)
-    fig = figure(figsize=(10, 7 if weight is not None else 4), dpi=110, layout="constrained")
-    axes = fig.subplots(2 if weight is not None else 1, 1, squeeze=False)[:, 0]
+    fig, axes = panels(2 if weight is not None else 1, ax, fig, figsize=(10, 7 if weight is not None else 4),
+                       what="the buckets" + (" and the learned biases" if weight is not None else ""))
     axes[0].step(rel, buckets, where="mid", linewidth=1.4)
     axes[0].set_xlabel("relative position (key - query)")
     axes[0].set_ylabel("bucket")
@@ -102,14 +109,15 @@ def plot_relative(out, num_buckets=32, max_distance=128, bidirectional=True, wei
         axes[1].grid(alpha=0.3)
     if title:
         fig.suptitle(title)
-    return save_figure(fig, out)
+    return finish(fig, out)
 
 
-def plot_learned(table, out, title=None):
+def plot_learned(table, out=None, title=None, ax=None, fig=None):
+    """A learned (max_len, D) table and the cosine similarity of its positions. ``ax``: two Axes.
+    Returns the Figure."""
     pe = np.asarray(table, dtype=np.float64)
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
-    fig = figure(figsize=(12, 5), dpi=110, layout="constrained")
-    left, right = fig.subplots(1, 2)
+    fig, (left, right) = panels(2, ax, fig, figsize=(12, 5), ncols=2, what="the table and the similarities")
     lim = float(np.abs(pe).max()) or 1.0
     fig.colorbar(left.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest"),
                  ax=left)
@@ -122,4 +130,4 @@ def plot_learned(table, out, title=None):
     right.set_title("cosine similarity between positions")
     if title:
         fig.suptitle(title)
-    return save_figure(fig, out)
+    return finish(fig, out)

@@ -1,9 +1,11 @@
-"""Pictures: attention heatmaps of a trained model, the positional-encoding table, training curves.
+"""Pictures: attention heatmaps of a trained model (one layer, or every layer and head in one grid),
+the positional-encoding table, training curves (:mod:`numpy_transformer.study.plot_curves`).
 
-matplotlib is an optional extra (``pip install matplotlib`` or ``pip install -e ".[plot]"``); it is
-imported only when a figure is drawn, and only its object-oriented API with the Agg canvas is used
-(no pyplot, no global backend switch), so these functions are safe in scripts, tests and notebooks.
-Without matplotlib they raise :class:`MatplotlibMissing` (an ImportError) with the install command.
+Every function returns its matplotlib ``Figure``, draws into ``ax=`` (its Axes) or onto ``fig=`` when
+given, and writes a file only when ``out=`` is given (:mod:`numpy_transformer.study.figures`), so a
+notebook shows the pictures inline and the CLI keeps writing PNG files. matplotlib is an optional
+extra (``pip install matplotlib`` or ``pip install -e ".[plot]"``); without it the functions raise
+:class:`MatplotlibMissing` (an ImportError) with the install command.
 
 The numbers come from functions that need NumPy only: :func:`attention_weights` (every layer's
 per-head weights of a model on some token ids, encoder, seq2seq decoder or GPT:
@@ -13,41 +15,16 @@ per-head weights of a model on some token ids, encoder, seq2seq decoder or GPT:
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
 from .attention_maps import attention_weights
+from .figures import INSTALL_HINT, MatplotlibMissing, figure, finish, panels, save_figure
+from .plot_curves import plot_training, smooth
 
-__all__ = ["MatplotlibMissing", "INSTALL_HINT", "attention_weights", "plot_attention", "plot_positional",
-           "plot_training", "smooth", "token_labels"]
-
-INSTALL_HINT = ('plotting needs matplotlib, which is not installed: pip install matplotlib '
-                '(or pip install -e ".[plot]" in the checkout)')
-
-
-class MatplotlibMissing(ImportError):
-    """matplotlib is not installed; the message says how to install it."""
-
-
-def figure(**kwargs):
-    """A matplotlib Figure on an Agg canvas (imports matplotlib lazily)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise MatplotlibMissing(INSTALL_HINT) from exc
-    fig = Figure(**kwargs)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def save_figure(fig, out):
-    out = os.fspath(out)
-    directory = os.path.dirname(os.path.abspath(out))
-    os.makedirs(directory, exist_ok=True)
-    fig.savefig(out, dpi=fig.dpi)
-    return out
+__all__ = ["MatplotlibMissing", "INSTALL_HINT", "attention_weights", "plot_attention", "plot_attention_grid",
+           "plot_positional", "plot_training", "position_labels", "smooth", "token_labels"]
+_SHARED = (figure, save_figure)                    # re-exported: older callers import them from here
 
 
 # -- attention ---------------------------------------------------------------------------------------------
@@ -59,66 +36,138 @@ def token_labels(ids, names=None):
     return [names.get(int(i), str(int(i))) for i in ids]
 
 
-def _ticks(ax, labels, axis, fontsize):
+def position_labels(labels):
+    """``position:token`` labels, e.g. ``["0:the", "1:cat"]``: a repeated token stays tellable apart."""
+    return [f"{i}:{t}" for i, t in enumerate(labels)]
+
+
+def _ticks(ax, labels, axis, fontsize, show=True):
     n = len(labels)
     step = max(1, math.ceil(n / 40))                 # at most ~40 labels on an axis
     pos = list(range(0, n, step))
-    text = [labels[p] for p in pos]
+    text = [labels[p] for p in pos] if show else [""] * len(pos)
     if axis == "x":
         ax.set_xticks(pos)
-        ax.set_xticklabels(text, fontsize=fontsize, rotation=90 if max(len(t) for t in text) > 2 else 0)
+        ax.set_xticklabels(text, fontsize=fontsize,
+                           rotation=90 if show and max(len(t) for t in text) > 2 else 0)
     else:
         ax.set_yticks(pos)
         ax.set_yticklabels(text, fontsize=fontsize)
 
 
-def plot_attention(weights, out, query_labels, key_labels=None, title=None, cmap="viridis",
-                   query_name="query token", key_name="key token"):
-    """One heatmap per head in one figure, token labels on both axes, one shared colour bar.
+def _check_labels(w, query_labels, key_labels):
+    """The (query, key) labels for weights ``w`` (..., S, T): positions when none are given."""
+    s, t = w.shape[-2:]
+    query_labels = [str(i) for i in range(s)] if query_labels is None else list(query_labels)
+    key_labels = (query_labels if s == t else [str(j) for j in range(t)]) if key_labels is None else list(key_labels)
+    if len(query_labels) != s or len(key_labels) != t:
+        raise ValueError(f"{len(query_labels)} query / {len(key_labels)} key labels for weights of shape {w.shape}")
+    return query_labels, key_labels
+
+
+def plot_attention(weights, out=None, query_labels=None, key_labels=None, title=None, cmap="viridis",
+                   query_name="query token", key_name="key token", ax=None, fig=None):
+    """One heatmap per head of one layer, token labels on both axes, one shared colour bar.
 
     Parameters
     ----------
     weights : ndarray (H, S, T)
         One sequence's per-head weights (see :func:`attention_weights`).
-    out : str
-        The PNG to write.
-    query_labels, key_labels : list of str
-        Labels of the S query positions (rows) and T key positions (columns; default the query labels).
+    out : str, optional
+        A file to write (PNG, SVG, PDF: by its extension); nothing is written without it.
+    query_labels, key_labels : list of str, optional
+        Labels of the S query positions (rows) and T key positions (columns); default the positions,
+        and the query labels for the keys of self-attention.
     query_name, key_name : str
         The axes' titles (e.g. "target token" and "source token" for cross-attention).
+    ax : sequence or array of H Axes, optional
+        Where the heads are drawn (a single Axes when H is 1); default a new Figure, 4 heads a row.
+    fig : Figure, optional
+        A Figure to add the panels to, instead of a new one.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn (``ax``'s when given): one image per head, titled ``head k``.
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.ndim != 3:
         raise ValueError(f"weights must be (H, S, T), got shape {w.shape}")
     h, s, t = w.shape
-    key_labels = query_labels if key_labels is None else key_labels
-    if len(query_labels) != s or len(key_labels) != t:
-        raise ValueError(f"{len(query_labels)} query / {len(key_labels)} key labels for weights of shape {w.shape}")
+    query_labels, key_labels = _check_labels(w, query_labels, key_labels)
     ncols = min(h, 4)
-    nrows = math.ceil(h / ncols)
     cell = max(2.6, min(5.0, 0.28 * max(s, t)))
-    fig = figure(figsize=(cell * ncols + 1.6, cell * nrows + 1.2), dpi=110, layout="constrained")
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    fig, axes = panels(h, ax, fig, figsize=(cell * ncols + 1.6, cell * math.ceil(h / ncols) + 1.2),
+                       ncols=ncols, what=f"one per head of {h}")
     vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
     fontsize = max(5, min(9, int(170 / max(s, t))))
-    image = None
-    for k, ax in enumerate(axes):
-        if k >= h:
-            ax.set_visible(False)
-            continue
-        image = ax.imshow(w[k], cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
-        ax.set_title(f"head {k}", fontsize=10)
-        _ticks(ax, key_labels, "x", fontsize)
-        _ticks(ax, query_labels, "y", fontsize)
+    for k, a in enumerate(axes):
+        image = a.imshow(w[k], cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+        a.set_title(f"head {k}", fontsize=10)
+        _ticks(a, key_labels, "x", fontsize)
+        _ticks(a, query_labels, "y", fontsize)
         if k % ncols == 0:
-            ax.set_ylabel(f"{query_name} (row)", fontsize=9)
+            a.set_ylabel(f"{query_name} (row)", fontsize=9)
         if k >= h - ncols:
-            ax.set_xlabel(f"{key_name} (column)", fontsize=9)
-    bar = fig.colorbar(image, ax=list(axes[:h]), shrink=0.85)
+            a.set_xlabel(f"{key_name} (column)", fontsize=9)
+    bar = fig.colorbar(image, ax=axes, shrink=0.85)
     bar.set_label("attention weight (each row sums to 1)")
     if title:
         fig.suptitle(title, fontsize=11)
-    return save_figure(fig, out)
+    return finish(fig, out)
+
+
+def plot_attention_grid(weights, out=None, query_labels=None, key_labels=None, title=None, cmap="viridis",
+                        query_name="query", key_name="key", layer_name="layer", ax=None, fig=None):
+    """Every layer and every head at once: a grid of heatmaps, rows the layers, columns the heads.
+
+    Parameters
+    ----------
+    weights : list of ndarray (H, S, T), or ndarray (L, H, S, T)
+        One sequence's weights, layer by layer (``[w[0] for w in attention_weights(model, ids)]``).
+    out : str, optional
+        A file to write; nothing is written without it.
+    query_labels, key_labels : list of str, optional
+        The rows' and columns' labels, e.g. :func:`position_labels` of the tokens (``3:cat``); drawn on
+        the left column and the bottom row. Default: the positions.
+    query_name, key_name, layer_name : str
+        The words on the axes: ``"{layer_name} i: {query_name}"`` on each row, ``key_name`` below.
+    ax : array (L, H) or flat sequence of L*H Axes, optional
+        Where the panels are drawn, row by row; default a new Figure.
+    fig : Figure, optional
+        A Figure to add the L x H panels to, instead of a new one.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One image per (layer, head), all on one colour scale (0 to the largest weight).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 4:
+        raise ValueError(f"weights must be (L, H, S, T) (a list of L layers' (H, S, T)), got shape {w.shape}")
+    n_layers, h, s, t = w.shape
+    query_labels, key_labels = _check_labels(w, query_labels, key_labels)
+    cell = max(1.6, min(3.2, 0.16 * max(s, t)))
+    fig, axes = panels(n_layers * h, ax, fig, figsize=(cell * h + 2.2, cell * n_layers + 1.4), ncols=h,
+                       what=f"{n_layers} layers x {h} heads")
+    vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
+    fontsize = max(4, min(8, int(120 / max(s, t))))
+    for k, a in enumerate(axes):
+        layer, head = divmod(k, h)
+        image = a.imshow(w[layer, head], cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+        _ticks(a, key_labels, "x", fontsize, show=layer == n_layers - 1)
+        _ticks(a, query_labels, "y", fontsize, show=head == 0)
+        if layer == 0:
+            a.set_title(f"head {head}", fontsize=9)
+        if head == 0:
+            a.set_ylabel(f"{layer_name} {layer}: {query_name}", fontsize=8)
+        if layer == n_layers - 1:
+            a.set_xlabel(key_name, fontsize=8)
+    bar = fig.colorbar(image, ax=axes, shrink=0.6)
+    bar.set_label("attention weight (each row sums to 1)")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return finish(fig, out)
 
 
 # -- positional encoding -----------------------------------------------------------------------------------
@@ -129,11 +178,26 @@ def _default_dims(d):
     return sorted({i for i in dims if i < d})
 
 
-def plot_positional(table, out, dims=None, title=None, sinusoidal=True):
+def plot_positional(table, out=None, dims=None, title=None, sinusoidal=True, ax=None, fig=None):
     """The (positions, D) table as a heatmap, and a few of its dimensions as curves over the position.
 
     ``sinusoidal`` only changes the legend: even dimensions are sines, odd ones cosines, with wavelength
-    ``2 pi 10000^(2i/D)``.
+    ``2 pi 10000^(2i/D)``. The legend sits outside the curves' axes, to their right, so it hides none
+    of them.
+
+    Parameters
+    ----------
+    table : ndarray (max_len, d_model)
+    out : str, optional
+        A file to write; nothing is written without it.
+    dims : list of int, optional
+        The dimensions drawn as curves (default: the fastest sin/cos pair and a few slower sines).
+    ax : two Axes, optional
+        ``[heatmap, curves]``; default a new Figure. ``fig``: a Figure to add the two panels to.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     pe = np.asarray(table, dtype=np.float64)
     if pe.ndim != 2:
@@ -143,8 +207,8 @@ def plot_positional(table, out, dims=None, title=None, sinusoidal=True):
     bad = [i for i in dims if not 0 <= i < d]
     if bad:
         raise ValueError(f"dimensions must lie in [0, {d}), got {bad}")
-    fig = figure(figsize=(10, 8), dpi=110, layout="constrained")
-    top, bottom = fig.subplots(2, 1, height_ratios=[1.25, 1])
+    fig, (top, bottom) = panels(2, ax, fig, figsize=(10, 8), what="the table and the curves",
+                                height_ratios=[1.25, 1])
     lim = max(1.0, float(np.abs(pe).max()))
     image = top.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest",
                        origin="upper")
@@ -166,82 +230,10 @@ def plot_positional(table, out, dims=None, title=None, sinusoidal=True):
     bottom.set_title("a few dimensions over the positions")
     bottom.axhline(0, color="0.6", linewidth=0.6)
     bottom.grid(alpha=0.3)
-    bottom.legend(fontsize=8, loc="upper right", ncol=2 if len(dims) > 3 else 1)
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     bottom.set_xlim(0, max(n - 1, 1))
     if title:
         fig.suptitle(title)
-    return save_figure(fig, out)
+    return finish(fig, out)
 
 
-# -- training curves ---------------------------------------------------------------------------------------
-
-def smooth(values, window):
-    """Trailing moving average over ``window`` points (shorter at the start); same length as ``values``."""
-    v = np.asarray(values, dtype=np.float64)
-    if window <= 1 or v.size == 0:
-        return v
-    c = np.cumsum(np.insert(v, 0, 0.0))
-    idx = np.arange(1, v.size + 1)
-    lo = np.maximum(idx - window, 0)
-    return (c[idx] - c[lo]) / (idx - lo)
-
-
-def _series(entries, kind, *keys):
-    rows = [e for e in entries if e.get("kind") == kind and all(e.get(k) is not None for k in keys)]
-    steps = np.array([e["step"] for e in rows], dtype=np.float64)
-    return steps, [np.array([e[k] for e in rows], dtype=np.float64) for k in keys]
-
-
-def plot_training(entries, out, title=None, window=None):
-    """Loss, accuracy and learning-rate curves from a training log (see :mod:`numpy_transformer.training.runlog`).
-
-    Training values are drawn raw (faint) and as a moving average over ``window`` logged points (default:
-    about 1/50 of the run); validations as markers. Resumed runs are marked by a dotted vertical line.
-    """
-    steps, (loss, acc, lr) = _series(entries, "train", "loss", "accuracy", "lr")
-    if steps.size == 0:
-        raise ValueError("the log holds no training entries (kind 'train')")
-    vsteps, (vloss, vacc) = _series(entries, "val", "loss", "token_accuracy")
-    ssteps, (vseq,) = _series(entries, "val", "sequence_accuracy")
-    resumes = [e["step"] for e in entries if e.get("kind") == "resume"]
-    window = max(1, steps.size // 50) if window is None else int(window)
-
-    fig = figure(figsize=(10, 9), dpi=110, layout="constrained")
-    ax_loss, ax_acc, ax_lr = fig.subplots(3, 1, sharex=True, height_ratios=[1.2, 1.2, 0.7])
-    ax_loss.plot(steps, loss, color="tab:blue", alpha=0.25, linewidth=0.8, label="train, dropout on (per log line)")
-    ax_loss.plot(steps, smooth(loss, window), color="tab:blue", linewidth=1.8,
-                 label=f"train, dropout on (moving average of {window})" if window > 1 else "train, dropout on")
-    if vsteps.size:
-        ax_loss.plot(vsteps, vloss, "o-", color="tab:orange", markersize=4, label="validation (held-out, eval mode)")
-    positive = np.concatenate([loss, vloss])
-    positive = positive[positive > 0]
-    if positive.size and positive.max() / positive.min() > 20:
-        ax_loss.set_yscale("log")
-    ax_loss.set_ylabel("cross-entropy loss")
-    ax_loss.set_title("loss")
-
-    ax_acc.plot(steps, 100 * acc, color="tab:blue", alpha=0.25, linewidth=0.8)
-    ax_acc.plot(steps, 100 * smooth(acc, window), color="tab:blue", linewidth=1.8, label="train token accuracy")
-    if vsteps.size:
-        ax_acc.plot(vsteps, 100 * vacc, "o-", color="tab:orange", markersize=4, label="validation token accuracy")
-    if ssteps.size:
-        ax_acc.plot(ssteps, 100 * vseq, "s--", color="tab:green", markersize=4,
-                    label="validation sequence accuracy")
-    ax_acc.set_ylim(-2, 102)
-    ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_title("accuracy")
-
-    ax_lr.plot(steps, lr, color="tab:purple", linewidth=1.4)
-    ax_lr.set_ylabel("learning rate")
-    ax_lr.set_xlabel("optimisation step")
-    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    for ax in (ax_loss, ax_acc, ax_lr):
-        ax.grid(alpha=0.3)
-        for k, r in enumerate(resumes):
-            ax.axvline(r, color="0.4", linestyle=":", linewidth=1,
-                       label="resumed" if k == 0 and ax is not ax_lr else None)
-    ax_loss.legend(fontsize=8, loc="upper right")
-    ax_acc.legend(fontsize=8, loc="lower right")
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, out)

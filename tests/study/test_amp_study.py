@@ -56,8 +56,9 @@ def test_the_study_writes_its_figure_and_figures(tmp_path):
     runs = [study.train(m, **small) for m in study.MODES]
     sweep = study.layer_norm_error_vs_scale(scales=[1.0, 300.0], rows=8)
     grads = study.gradient_underflow(runs[0]["model"], runs[0]["data"].train_src[:16], runs[0]["data"].train_tgt[:16])
-    out = study.plot(runs, sweep, grads, tmp_path / "mp.png")
-    assert (tmp_path / "mp.png").stat().st_size > 10000 and out.endswith("mp.png")
+    fig = study.plot(runs, sweep, grads, out=tmp_path / "mp.png")
+    assert (tmp_path / "mp.png").stat().st_size > 10000
+    assert len(fig.axes) == 4 and len(fig.axes[0].lines) == len(study.MODES)    # 3 panels + the twin axis
 
 
 def _small(monkeypatch):
