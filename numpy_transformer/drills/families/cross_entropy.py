@@ -113,7 +113,6 @@ FAMILIES = (
            "(the mean is over the rows)",
            "loss = (1/N) sum_n l_n averages over the N rows (the batch), so the gradient carries 1/N; V, the "
            "number of classes, is not what the mean divides by.",
-           "N = p.shape[0]; dlogits = (p - onehot) * dloss / N.",
-           (((r"N = p\.shape\[0\]", "N = p.shape[1]"),),
-            ((RETURN, "return d * (dloss / p.shape[-1])"),))),
+           "dlogits = (p - onehot) * dloss / N with N = p.shape[0], the rows.",
+           (((RETURN, "return d * (dloss / p.shape[-1])"),),)),
 )
