@@ -83,4 +83,15 @@ FAMILIES = (
            "them again with its own t. Storing the corrected ones corrects twice.",
            "return param, m, v (m_hat and v_hat are only this step's).",
            (((r"return param, m, v", "return param, m_hat, v_hat"),),)),
+    Family("adamw_other_beta", "a moment (or its correction) weighted with the other beta: the second moment "
+           "with 1 - beta1, the first with 1 - beta2",
+           "Each moment has its own beta, in its moving average and in its bias correction: "
+           "m = beta1 m + (1 - beta1) g, m_hat = m / (1 - beta1^t); v = beta2 v + (1 - beta2) g^2, "
+           "v_hat = v / (1 - beta2^t). A weight from the other beta breaks the average (its weights no "
+           "longer sum to 1) or its correction.",
+           "m with beta1 throughout, v with beta2 throughout.",
+           (((V_EMA, "v = beta2 * v + (1.0 - beta1) * grad * grad"),),
+            ((M_EMA, "m = beta1 * m + (1.0 - beta2) * grad"),),
+            ((V_HAT, "v_hat = v / (1.0 - beta1 ** t)"),),
+            ((M_HAT, "m_hat = m / (1.0 - beta2 ** t)"),))),
 )

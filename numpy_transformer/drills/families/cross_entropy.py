@@ -7,7 +7,10 @@ logp = z - logsumexp(z) and the target distribution q = (1 - e) onehot(y) + e / 
 
 n the number of kept rows (all N without an ignore_index). Each factor of that gradient can be lost
 (dloss, 1/n, the 1/V of the uniform term), each sign flipped, the two weights exchanged, the ignored
-rows let in; in the cross_entropy and cross_entropy_options exercises alike.
+rows let in; in the forward the log-sum-exp taken of other logits than the shifted ones, the loss not
+negated, the target's entry gathered as a whole column; in the backward the one-hot's 1 taken off every
+entry, the log-probabilities used as probabilities, the mean taken over the classes; in the
+cross_entropy and cross_entropy_options exercises alike.
 """
 
 from . import Family
@@ -74,4 +77,42 @@ FAMILIES = (
              (r"\(1 - e\) \* d_nll \+ e \* d_smooth", "e * d_nll + (1 - e) * d_smooth")),
             ((r"\(1 - e\) \* nll \+ e \* smooth", "e * nll + (1 - e) * smooth"),),
             ((r"\(1 - e\) \* d_nll \+ e \* d_smooth", "e * d_nll + (1 - e) * d_smooth"),))),
+    Family("ce_lse_of_unshifted_logits", "log-sum-exp of the unshifted logits subtracted from the shifted ones "
+           "(logp = z - log sum exp(logits), z = logits - max)",
+           "log softmax(x) = z - log sum_j exp(z_j) with the SAME z on both sides: the shift by the row max "
+           "cancels only when it is applied to both (and keeps exp from overflowing). Mixing the shifted z "
+           "with the unshifted logits leaves the max in the result.",
+           "logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True)).",
+           (((r"np\.log\(np\.exp\(z\)\.sum\(", "np.log(np.exp(logits).sum("),),)),
+    Family("ce_loss_not_negated", "the loss not negated: the mean log-probability instead of minus it (the sign)",
+           "Cross-entropy is -log p_y: log-probabilities are <= 0, and the loss is their negation, >= 0 and "
+           "smallest when the target's probability is 1.",
+           "loss = -logp[np.arange(N), targets].mean().",
+           (((r"(loss|nll) = -logp\[", r"\1 = logp["),),)),
+    Family("ce_loss_gathers_columns", "the target's log-probability gathered as logp[:, targets] (an N x N block) "
+           "instead of one entry per row",
+           "logp[:, targets] takes every row of each target column: N x N entries, mostly other rows' "
+           "targets. Each row n contributes only logp[n, targets[n]]: index with np.arange(N) and targets "
+           "together.",
+           "logp[np.arange(N), targets].",
+           (((r"logp\[np\.arange\(N\), (\w+)\]", r"logp[:, \1]"),),)),
+    Family("ce_onehot_everywhere", "the one-hot's 1 subtracted from every entry instead of only at the target "
+           "(p - 1)",
+           "d(-log p_y)/dz_k = p_k - [k == y]: the 1 sits at the target class of each row only (the one-hot); "
+           "every other class keeps p_k.",
+           "d[np.arange(N), targets] -= 1, or p - np.eye(V)[targets].",
+           (((r"d\[np\.arange\(N\), targets\] -= 1", "d -= 1"),),
+            ((r"d_nll = p - np\.eye\(V\)\[t\]", "d_nll = p - 1.0"),))),
+    Family("ce_log_probabilities_as_probabilities", "the log-probabilities used as the probabilities in the "
+           "backward (log softmax where softmax = exp(logp) is needed)",
+           "The gradient is p - onehot(y) with p = softmax(z) = exp(logp): the probabilities, in [0, 1], "
+           "not their logarithms.",
+           "cache np.exp(logp) (or p = np.exp(logp) in the backward).",
+           (((r"return loss, \(np\.exp\(logp\),", "return loss, (logp,"),),)),
+    Family("ce_mean_over_classes", "gradient divided by the number of classes V instead of the number of rows N "
+           "(the mean is over the rows)",
+           "loss = (1/N) sum_n l_n averages over the N rows (the batch), so the gradient carries 1/N; V, the "
+           "number of classes, is not what the mean divides by.",
+           "dlogits = (p - onehot) * dloss / N with N = p.shape[0], the rows.",
+           (((RETURN, "return d * (dloss / p.shape[-1])"),),)),
 )

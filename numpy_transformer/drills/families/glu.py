@@ -9,7 +9,9 @@ Written from the maths of the product ``h = a * u``, ``a = act(g)``, forward and
   the *other* factor: ``da = dh * u``, ``du = dh * a``);
 * ``du`` built from the gate's pre-activation ``g`` instead of its activation ``a = act(g)``;
 * a weight's gradient from the wrong local gradient: ``dW_up`` from ``dh`` (the ``a`` factor forgotten),
-  ``dW_gate`` from ``da`` (the activation's derivative forgotten).
+  ``dW_gate`` from ``da`` (the activation's derivative forgotten), ``dW_down`` from one factor of ``h``;
+* ``dx = dg W_gate + du W_up`` (x feeds both branches): one branch dropped, or each branch's gradient
+  paired with the other branch's weight.
 
 The activation's own mistakes (its derivative, its constants) are ``activations.py``'s; a transposed
 weight gradient, a constant factor (a mean for a sum) or two results swapped are read off the numbers
@@ -47,4 +49,24 @@ FAMILIES = (
            "dg^T x. da is the gradient of the activation's output, not of g.",
            "dW_gate = dg.reshape(-1, F).T @ x2 with dg = da * act'(g).",
            (((r"\b(dW_gate = )dg\b", r"\1da"),),)),
+    Family("glu_dx_one_branch", "dx through one branch only: x feeds the gate and the up projection, so "
+           "dx = dg W_gate + du W_up",
+           "x is used twice, g = x W_gate^T and u = x W_up^T: its gradient is the sum of the two paths "
+           "(the multivariable chain rule), dg W_gate from the gate branch and du W_up from the up branch.",
+           "dx = dg @ W_gate + du @ W_up.",
+           (((r"\b(dx = )dg @ W_gate \+ (du @ W_up)\b", r"\1\2"),),
+            ((r"\b(dx = dg @ W_gate) \+ du @ W_up\b", r"\1"),))),
+    Family("glu_dx_weights_swapped", "dx pairs each branch's gradient with the other branch's weight "
+           "(dg @ W_up + du @ W_gate)",
+           "dg is the gradient of g = x W_gate^T, so it goes back to x through W_gate; du, of u = x W_up^T, "
+           "through W_up: dx = dg W_gate + du W_up.",
+           "dx = dg @ W_gate + du @ W_up.",
+           (((r"\b(dx = dg @ )W_gate( \+ du @ )W_up\b", r"\1W_up\2W_gate"),),)),
+    Family("glu_dW_down_from_one_factor", "dW_down from one factor of the hidden product h = act(g) * u "
+           "(act(g) or u) instead of h itself",
+           "y = h W_down^T with h = act(g) * u: W_down multiplies the hidden product, so dW_down = dy^T h. "
+           "act(g) or u alone is what h was before the gating.",
+           "dW_down = dy2.T @ h.reshape(-1, F).",
+           (((r"\b(dW_down = dy2\.T @ )h2\b", r"\1a.reshape(-1, F)"),),
+            ((r"\b(dW_down = dy2\.T @ )h2\b", r"\1u.reshape(-1, F)"),))),
 )

@@ -8,8 +8,9 @@ rms_norm, the encoder and decoder layers), from their maths:
                dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   (RMSNorm: no mean(dxhat))
 
 Each statistic can be taken wrong (a sum for a mean, D - 1, x uncentred, eps outside the root), each term
-of dx dropped or added, each factor (gamma, rstd) forgotten, and the parameters' gradients built from
-the raw input or averaged instead of summed.
+of dx dropped or added, each factor (gamma, rstd) forgotten (gamma in one term only: dy where dxhat
+belongs), the affine step applied in the wrong order, and the parameters' gradients built from the raw
+input or averaged instead of summed.
 """
 
 from . import Family
@@ -90,4 +91,19 @@ FAMILIES = (
            "LayerNorm's affine part is y = gamma * xhat + beta.",
            "y = xhat * gamma + beta.",
            (((r"xhat \* gamma \+ beta", "xhat * gamma"),),)),
+    Family("norm_backward_term_without_gamma", "gamma forgotten in one term of dx: dy where dxhat = dy * gamma "
+           "belongs (in mean(dxhat * xhat) or mean(dxhat))",
+           "Every path from the output to x passes through y = gamma * xhat (+ beta), so each term of "
+           "dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) uses dxhat = dy * gamma; "
+           "RMSNorm's likewise, without mean(dxhat). A term written with dy skips gamma.",
+           "use dxhat = dy * gamma in every term.",
+           (((r"np\.mean\(dxhat \* xhat,", "np.mean(dy * xhat,"),),
+            ((r"\bdxhat\.mean\(", "dy.mean("),),
+            ((r"np\.mean\(dxhat \* xhat,", "np.mean(dy * xhat,"), (r"\bdxhat\.mean\(", "dy.mean(")))),
+    Family("ln_affine_wrong_order", "the affine step in the wrong order: (xhat + beta) * gamma instead of "
+           "gamma * xhat + beta",
+           "LayerNorm scales the normalised values first and shifts after: y = gamma * xhat + beta. Adding "
+           "beta first scales the shift too (beta * gamma).",
+           "y = xhat * gamma + beta.",
+           (((r"xhat \* gamma \+ beta", "(xhat + beta) * gamma"),),)),
 )

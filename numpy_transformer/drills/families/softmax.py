@@ -7,8 +7,10 @@ along the last axis:
   the whole softmax (max and sum) over another axis;
 * backward ``dx = y * (dy - rowsum(dy * y))`` (the Jacobian ``diag(y) - y y^T`` applied to ``dy``): the
   row-sum term dropped; that row sum taken over another axis; the row sum of ``dy`` alone (its weights
-  ``y`` forgotten); the Jacobian's diagonal ``y (1 - y)`` alone; the softmax's backward skipped
-  (``dA = dP``);
+  ``y`` forgotten); the Jacobian's diagonal ``y (1 - y)`` alone; the outer factor ``y`` dropped
+  (``dy - rowsum(dy * y)``); log-softmax's backward ``dy - y rowsum(dy)`` used for the softmax's;
+  the softmax's backward skipped (``dA = dP``);
+* the cache: the unnormalised exponentials ``e`` kept where the backward needs ``y = e / rowsum(e)``;
 * recomputed from a saved log-sum-exp (the flash backward): ``P = exp(s - lse)`` with the sign of ``lse``
   flipped.
 
@@ -87,4 +89,24 @@ FAMILIES = (
            "exp(s) / sum_j exp(s_j); adding lse multiplies by the sum instead of dividing.",
            "P = np.exp(s - lse[..., None]).",
            (((r"np\.exp\((\w+) - (lse\b[^)]*)\)", r"np.exp(\1 + \2)"),),)),
+    Family("softmax_backward_no_outer_factor",
+           "softmax backward: the outer factor y dropped (dy - rowsum(dy * y) instead of y * (dy - rowsum(dy * y)))",
+           "The Jacobian-vector product is dx_k = y_k (dy_k - sum_i dy_i y_i): every entry of the bracket is "
+           "multiplied by its own probability y_k (the Jacobian diag(y) - y y^T has y_k in every entry of "
+           "column k). Without it the gradient of a tiny probability is as large as that of a big one.",
+           "dx = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)).",
+           (((ROWSUM, r"(\2 - np.sum(\2 * \1, axis=-1, keepdims=True))"),),
+            ((FLASH_DA, "(dP - delta[..., r0:r1, :])"),))),
+    Family("softmax_backward_log_softmax", "log-softmax's backward used for the softmax: dx = dy - y * rowsum(dy)",
+           "log_softmax(x)_i = x_i - log sum_j exp(x_j) has the Jacobian I - 1 y^T, so its backward is "
+           "dy - y * rowsum(dy). The softmax itself has the Jacobian diag(y) - y y^T: "
+           "dx = y * (dy - rowsum(dy * y)).",
+           "dx = y * (dy - np.sum(dy * y, axis=-1, keepdims=True)).",
+           (((ROWSUM, r"(\2 - \1 * np.sum(\2, axis=-1, keepdims=True))"),),)),
+    Family("softmax_cache_unnormalised", "the cache keeps the unnormalised exponentials e = exp(x - max) instead of "
+           "the probabilities y = e / rowsum(e)",
+           "The backward dx = y * (dy - rowsum(dy * y)) needs the probabilities themselves; the exponentials "
+           "before the division by their row sum are y times that sum (a different number in every row).",
+           "return y, y: cache y = e / e.sum(axis=-1, keepdims=True).",
+           (((r"return y, y\b", "return y, e"),),)),
 )
