@@ -14,6 +14,32 @@ def _drop(p):
             ((rf" \+ d{p}_sa\b", ""),), ((rf" \+ d{p}_ca\b", ""),), ((rf"(= )d{p}_ca \+ ", r"\1"),))
 
 
+#: the forward's projection by W{p}, as solutions spell it: ``x @ Wq.T``, ``x @ p["Wq"].T``
+_PROJ = (r"@ W{p}\.T\b", r'@ p\["W{p}"\]\.T')
+_SPELL = ("@ W{p}.T", '@ p["W{p}"].T')
+_NAMES = {"q": "queries", "k": "keys", "v": "values"}
+
+
+def _wrong_weight(p, w):
+    """The ``p`` projection (q, k or v) made with ``W{w}``."""
+    return Family(f"proj_{_NAMES[p]}_with_W{w}", f"the {_NAMES[p]} projected with W{w} instead of W{p}",
+                  f"Each projection has its own weight: {p} = x W{p}^T. Projecting the {_NAMES[p]} with W{w} "
+                  f"makes them a copy of the {_NAMES[w]}' map (the shapes agree, so nothing complains).",
+                  f"{p} = x @ W{p}.T (and dW{p} from the {p} path).",
+                  tuple(((rx.format(p=p), sp.format(p=w)),) for rx, sp in zip(_PROJ, _SPELL)))
+
+
+def _swapped(a, b):
+    """The ``a`` and ``b`` projections made with each other's weights."""
+    return Family(f"proj_W{a}_W{b}_swapped", f"the {_NAMES[a]} and {_NAMES[b]} projected with each other's "
+                  f"weights (W{a} and W{b} swapped)",
+                  f"{a} = x W{a}^T and {b} = x W{b}^T: exchanging the weights exchanges what the two "
+                  f"projections learn, and their gradients land in the wrong parameter.",
+                  f"{a} = x @ W{a}.T, {b} = x @ W{b}.T.",
+                  tuple(((rx.format(p=a), "@ W_SWAP_"), (rx.format(p=b), sp.format(p=a)),
+                         (r"@ W_SWAP_", sp.format(p=b))) for rx, sp in zip(_PROJ, _SPELL)))
+
+
 def _path(p, name):
     return Family(f"proj_input_grad_no_{name}_path", f"the input gradient misses the {name} path (d{p} @ W{p})",
                   f"The input feeds the {name} projection {p} = x W{p}^T among others; its gradient is the sum "
@@ -40,4 +66,6 @@ FAMILIES = (
            (((r"\b(d[qkv]) @ (W[qkv])\b(?!\.)", r"\1 @ \2.T"),),
             ((r"(_lin_grads\(merge\([^\n]*\), x, p\[\"W[qkv]\"\])\)", r"\1.T)"),),
             ((r"(_lin_grads\(_merge\([^\n]*\), x\w+, W[qkv])\)", r"\1.T)"),))),
+    *(_wrong_weight(p, w) for p in "qkv" for w in "qkv" if w != p),
+    _swapped("q", "k"), _swapped("k", "v"), _swapped("q", "v"),
 )
