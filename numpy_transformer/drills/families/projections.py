@@ -29,17 +29,6 @@ def _wrong_weight(p, w):
                   tuple(((rx.format(p=p), sp.format(p=w)),) for rx, sp in zip(_PROJ, _SPELL)))
 
 
-def _swapped(a, b):
-    """The ``a`` and ``b`` projections made with each other's weights."""
-    return Family(f"proj_W{a}_W{b}_swapped", f"the {_NAMES[a]} and {_NAMES[b]} projected with each other's "
-                  f"weights (W{a} and W{b} swapped)",
-                  f"{a} = x W{a}^T and {b} = x W{b}^T: exchanging the weights exchanges what the two "
-                  f"projections learn, and their gradients land in the wrong parameter.",
-                  f"{a} = x @ W{a}.T, {b} = x @ W{b}.T.",
-                  tuple(((rx.format(p=a), "@ W_SWAP_"), (rx.format(p=b), sp.format(p=a)),
-                         (r"@ W_SWAP_", sp.format(p=b))) for rx, sp in zip(_PROJ, _SPELL)))
-
-
 def _path(p, name):
     return Family(f"proj_input_grad_no_{name}_path", f"the input gradient misses the {name} path (d{p} @ W{p})",
                   f"The input feeds the {name} projection {p} = x W{p}^T among others; its gradient is the sum "
@@ -66,6 +55,9 @@ FAMILIES = (
            (((r"\b(d[qkv]) @ (W[qkv])\b(?!\.)", r"\1 @ \2.T"),),
             ((r"(_lin_grads\(merge\([^\n]*\), x, p\[\"W[qkv]\"\])\)", r"\1.T)"),),
             ((r"(_lin_grads\(_merge\([^\n]*\), x\w+, W[qkv])\)", r"\1.T)"),))),
-    *(_wrong_weight(p, w) for p in "qkv" for w in "qkv" if w != p),
-    _swapped("q", "k"), _swapped("k", "v"), _swapped("q", "v"),
+    # the queries or keys made with another projection's weight. (The values made with Wq or Wk, and the
+    # swaps that move a weight into the values, are left out for now: on the drill's one-feature cases
+    # any change of the values is proportional to any error, so readings.py's "exactly c times the change
+    # that ... makes" holds there spuriously and keeps the reading budget open; see issue 24.)
+    *(_wrong_weight(p, w) for p in "qk" for w in "qkv" if w != p),
 )
