@@ -30,11 +30,12 @@ FAMILIES = (
            "The slopes are powers of two, m_h = 2^(-8h/H); exp(-8h/H) is a different sequence.",
            "m = 2.0 ** (-8.0 * np.arange(1, H + 1) / H).",
            (((_GEOM, r"np.exp(-8.0 * np.arange(1, \1 + 1) / \1)"),),)),
-    Family("alibi_slopes_reversed", "slopes in reverse head order (the smallest slope on head 0)",
+    Family("alibi_slopes_reversed", "slopes assigned to the heads in reverse order (the smallest slope on head 0)",
            "Head h = 1..H gets m_h = 2^(-8h/H): the first head has the largest slope (the most local "
            "head), the last the smallest.",
            "m = 2.0 ** (-8.0 * np.arange(1, H + 1) / H), in that order.",
-           (((_GEOM, r"2.0 ** (-8.0 * np.arange(\1, 0, -1) / \1)"),),)),
+           (((_GEOM, r"2.0 ** (-8.0 * np.arange(\1, 0, -1) / \1)"),),
+            ((r"alibi_slopes\((\w+)\)\[:, None, None\]", r"alibi_slopes(\1)[::-1, None, None]"),))),
     Family("alibi_extra_slopes_odd", "H not a power of two: the extra slopes taken at the odd places of the 2p "
            "sequence (1::2) instead of the even ones (0::2)",
            "With p = 2^floor(log2 H), the first p slopes are the p-head sequence; the other H - p are "

@@ -12,6 +12,9 @@ SCALE_AFTER = (r"(?m)(^[ \t]*[\w, ]*\b{L}\b[\w, ]* = [^\n]*\n(?:[^\n]*\n)*?"
                r"[^\n]*(?:(?:scale|c) = 1\.0 |\)\) )/ np\.sqrt\()(?:Dh|D // H)\)")
 #: a tile's gradient added into its rows of the whole gradient (the flash backward)
 TILE_ADD = r"({g}\[\.\.\., \w+:\w+, :\]) \+="
+#: the mask put on the scores (``scores = np.where(blocked, -np.inf, ...)``) up to the softmax's ``P = ...``
+MASK_TO_P = (r"(?ms)^([ \t]*)scores = np\.where\((\w+), -np\.inf, ([^\n]*?)\)([ \t]*#[^\n]*)?\n(.*?)"
+             r"^([ \t]*)P = ([^\n]*?)([ \t]*#[^\n]*)?$")
 
 FAMILIES = (
     Family("attn_causal_blocks_diagonal", "causal mask also blocks the diagonal (a position cannot see itself)",
@@ -68,4 +71,37 @@ FAMILIES = (
            # (dk or dv alone: the flash exercise lists that one, "dk and dv assigned per query tile")
            (((TILE_ADD.format(g="dq"), r"\1 ="),),
             ((TILE_ADD.format(g="d[qkv]"), r"\1 ="),))),
+    Family("attn_causal_off_by_one_future", "causal mask off by one: each position also sees the next key "
+           "(one future position leaks)",
+           "Query i may attend keys j <= i only: the mask blocks j > i, np.triu(..., k=1) (k=T - S + 1 with a "
+           "cache of T keys before the S new ones). k=2 lets key i + 1, the next token, through.",
+           "block keys j > i: np.triu(np.ones((S, T), dtype=bool), k=1) (k=T - S + 1 with a cache).",
+           (((TRIU, r"np.triu(np.ones((\1, \2), dtype=bool), k=2)"),),
+            ((KV_CAUSAL, "np.triu(np.ones((S, N), dtype=bool), k=N - S + 2)"),),
+            ((FLASH_CAUSAL, "np.arange(c0, c1)[None, :] > np.arange(r0, r1)[:, None] + 1"),))),
+    Family("attn_causal_tile_local_indices", "causal mask built from tile-local indices (the tiles' offsets "
+           "r0, c0 forgotten): every tile masked like a diagonal block",
+           "Query row r0 + i and key column c0 + j are positions r0 + i and c0 + j of the whole sequence: "
+           "the mask compares those, np.arange(c0, c1) against np.arange(r0, r1). Indices 0..tile-1 mask "
+           "the upper triangle of EVERY tile, the ones below the diagonal included.",
+           "blocked = np.arange(c0, c1)[None, :] > np.arange(r0, r1)[:, None].",
+           (((FLASH_CAUSAL, "np.arange(c1 - c0)[None, :] > np.arange(r1 - r0)[:, None]"),),)),
+    Family("attn_mask_after_softmax", "mask applied after the softmax (masked probabilities zeroed, rows "
+           "not renormalised)",
+           "Masked scores must be -inf BEFORE the softmax, so that the remaining probabilities of a row "
+           "sum to 1; zeroing them afterwards leaves rows that sum to less than 1.",
+           "scores = np.where(blocked, -np.inf, scores), then the softmax.",
+           (((MASK_TO_P, r"\1scores = \3\n\5\6P = np.where(\2, 0.0, \7)"),),)),
+    Family("attn_dv_untransposed", "dv = P dout: P not transposed in the value gradient (dv = P^T dout)",
+           "out = P v, so dv = P^T dout (each key's value receives from every query that attended it); P "
+           "dout multiplies along the wrong axis (the shapes agree only when S = T).",
+           "dv = np.swapaxes(P, -1, -2) @ dout.",
+           (((r"np\.swapaxes\(P, -1, -2\) @ (\w+)", r"P @ \1"),),)),
+    Family("attn_mask_inverted", "mask convention inverted (True read as 'may attend')",
+           "In this drill (as torch.nn.MultiheadAttention and nn.Transformer) True means 'may NOT attend'; "
+           "torch.nn.functional.scaled_dot_product_attention reads a bool mask the other way round.",
+           "scores = np.where(mask, -np.inf, scores) with the mask as given.",
+           (((r"num_heads, (tgt_mask|mask)\)", r"num_heads, None if \1 is None else ~\1)"),),
+            ((r"pad = (memory_key_padding_mask)\[", r"pad = ~\1["),),
+            ((r"scores = np\.where\((mask|memory_key_padding_mask)\b", r"scores = np.where(~\1"),))),
 )

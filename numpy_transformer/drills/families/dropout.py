@@ -40,4 +40,17 @@ FAMILIES = (
            "plain identity, y = x.",
            "if not training: return x.copy(), None.",
            (((r"return x\.copy\(\), None", "return x * (1.0 - p), None"),),)),
+    Family("dropout_mask_broadcast", "one mask drawn for a smaller shape and broadcast (the same pattern for "
+           "every row), not one draw per element",
+           "Every element is dropped independently: the mask has x's own shape, rng.random(x.shape). A "
+           "mask drawn over the last axis (or all axes but the first) repeats one pattern for every row.",
+           "keep = rng.random(x.shape) >= p.",
+           (((r"rng\.random\(x\.shape\)", "rng.random(x.shape[-1:])"),),
+            ((r"rng\.random\(x\.shape\)", "rng.random(x.shape[1:])"),))),
+    Family("dropout_training_flag_inverted", "the training flag inverted (drops in evaluation, identity in "
+           "training)",
+           "Dropout is active only while training: training=True draws the mask and scales; evaluation "
+           "(training=False) is the identity.",
+           "if not training: return x.copy(), None.",
+           (((r"if not training:", "if training:"),),)),
 )

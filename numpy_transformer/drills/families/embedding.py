@@ -49,4 +49,23 @@ FAMILIES = (
            (((r"return W\[ids\], \(ids, W\.shape\)", "return W[ids] * np.sqrt(W.shape[1]), (ids, W.shape)"),),
             ((r"return W\[ids\], \(ids, W\.shape\)", "return W[ids] * np.sqrt(W.shape[1]), (ids, W.shape)"),
              (RETURN, r"\1return dW * np.sqrt(D)\n")))),
+    Family("embedding_grad_integer_dtype", "dW allocated with the ids' integer dtype (the gradient truncated "
+           "to integers) instead of a float one",
+           "np.add.at into an integer array casts every added gradient to an integer: dW must be a float "
+           "array, of dout's dtype.",
+           "dW = np.zeros((V, D), dtype=dout.dtype).",
+           (((r"dW = np\.zeros\(\((\w+), (\w+)\)(?:, dtype=[\w.]+)?\)", r"dW = np.zeros((\1, \2), dtype=ids.dtype)"),),)),
+    Family("embedding_ids_dout_misaligned", "ids and dout flattened in different orders (one transposed): each "
+           "gradient row sent to another position's id",
+           "dout[b, s] belongs to the id ids[b, s]: both must be flattened in the same (row-major) order, "
+           "ids.reshape(-1) with dout.reshape(-1, D); transposing one of them pairs each gradient with "
+           "another position's token.",
+           "np.add.at(dW, ids.reshape(-1), dout.reshape(-1, D)).",
+           (((SCATTER, "np.add.at(dW, ids.T.reshape(-1), dout.reshape(-1, D))"),),
+            ((SCATTER, "np.add.at(dW, ids.reshape(-1), np.swapaxes(dout, 0, 1).reshape(-1, D))"),))),
+    Family("embedding_row0_as_padding", "row 0 treated as padding (padding_idx=0): its gradient zeroed",
+           "nn.Embedding has no padding row unless padding_idx is given: token 0 is a token like the "
+           "others and its row gets the sum of its positions' gradients.",
+           "return the scatter-add as it is (no row zeroed).",
+           (((RETURN, r"\1dW[0] = 0.0\1return dW\n"),),)),
 )

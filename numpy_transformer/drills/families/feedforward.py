@@ -21,4 +21,16 @@ FAMILIES = (
            "there, not their mean.",
            "db = dy.reshape(-1, dy.shape[-1]).sum(0).",
            (((r"(g\[\"b[12]\"\] = \w+\.reshape\(-1, \w+\.shape\[-1\]\))\.sum\(0\)", r"\1.mean(0)"),),)),
+    Family("ffn_relu_backward_times_activation", "ReLU backward multiplies by the activation relu(a) (or a) "
+           "instead of the 0/1 gate (a > 0)",
+           "relu'(a) is the indicator of a > 0, a 0/1 gate: da = dr * (a > 0). Multiplying by relu(a) "
+           "or by a scales the gradient by the activation's value.",
+           "da = dr * (a > 0).",
+           (((r"(\w+) = (\w+) \* \(a > 0\)", r"\1 = \2 * np.maximum(a, 0.0)"),),
+            ((r"(\w+) = (\w+) \* \(a > 0\)", r"\1 = \2 * a"),))),
+    Family("ffn_relu_backward_ungated", "ReLU backward passes the gradient everywhere (no gate: da = dr)",
+           "Where the pre-activation a was negative ReLU output 0 whatever a was: no gradient passes "
+           "there, da = dr * (a > 0).",
+           "da = dr * (a > 0).",
+           (((r"(\w+) = (\w+) \* \(a > 0\)", r"\1 = \2"),),)),
 )

@@ -12,4 +12,12 @@ FAMILIES = (
            (((r"\(np\.arange\((\w)\)\[:, None\] \+ (\w) - \1\)", r"np.arange(\1)[:, None]"),),
             ((r"np\.arange\((\w)\)\[:, None\] \+ \((\w) - \1\)", r"np.arange(\1)[:, None]"),),
             ((r"k=N - S \+ 1\)", "k=1)"),))),
+    Family("positions_offset_wrong_sign", "queries offset the wrong way: query i placed at i - (T - S) "
+           "instead of i + (T - S)",
+           "The S queries are the LAST S of the T key positions: query i sits at key position i + T - S. "
+           "Subtracting the offset puts them before the start of the sequence.",
+           "query position = np.arange(S)[:, None] + (T - S).",
+           (((r"\(np\.arange\((\w)\)\[:, None\] \+ (\w) - \1\)", r"(np.arange(\1)[:, None] - (\2 - \1))"),),
+            ((r"np\.arange\((\w)\)\[:, None\] \+ \((\w) - \1\)", r"np.arange(\1)[:, None] - (\2 - \1)"),),
+            ((r"k=N - S \+ 1\)", "k=S - N + 1)"),))),
 )

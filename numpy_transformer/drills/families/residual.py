@@ -61,4 +61,20 @@ FAMILIES = (
            "unnormalised and its scale grows layer after layer.",
            "h = LN(x + f(x)).",
            ((_norm_on_branch(),),)),
+    Family("residual_from_earlier_stream", "a residual adds an earlier stream (the layer's input, or the "
+           "sub-layer before's) instead of its own sub-layer's input",
+           "Each residual adds the sub-layer's own input to its output: post-LN h2 = LN(h1 + CA(h1)), "
+           "y = LN(h2 + FF(h2)); pre-LN y = h + FF(LN(h)). Skipping back to an older stream (h1 for h2, "
+           "x for h) drops the sub-layer before from the residual path.",
+           "each sub-layer z = f(s): out = s + z with s what f was given (before or after the norm as asked).",
+           (((r"_ln_forward\(h2 \+ (\w+),", r"_ln_forward(h1 + \1,"),),
+            ((r"_ln_forward\(h1 \+ (\w+),", r"_ln_forward(tgt + \1,"),),
+            ((r"_ln_forward\(h \+ (\w+),", r"_ln_forward(x + \1,"),),
+            ((r"(?m)^([ \t]+)y = h \+ (\w+)$", r"\1y = x + \2"),))),
+    Family("layer_norm_eps_not_torch", "LayerNorm eps other than torch's 1e-5 (1e-6, 1e-8, 1e-12 ...)",
+           "torch.nn.LayerNorm (and the Transformer layers built on it) uses eps = 1e-5 inside the square "
+           "root, 1/sqrt(var + eps); another eps changes every output by a small relative amount, "
+           "largest where a row's variance is small.",
+           "EPS = 1e-5.",
+           tuple(((r"(?m)^EPS = 1e-5$", f"EPS = {e}"),) for e in ("1e-6", "1e-8", "1e-12", "1e-3"))),
 )

@@ -34,4 +34,17 @@ FAMILIES = (
            "R(theta)^T = [[cos, sin], [-sin, cos]]: each component of dx mixes both components of dy.",
            "dx = rotate(dy, cos, -sin).",
            (((r"return _rotate\(dy, cos, -sin, (\w+), (\w+)\)", r"return _rotate(dy, cos, 0.0 * sin, \1, \2)"),),)),
+    Family("rope_rotation_factors_mixed", "the rotation's rows mix up the factors (b sin + a cos instead of "
+           "a sin + b cos, or b cos - a sin)",
+           "Rotating the pair (a, b) by theta: (a cos - b sin, a sin + b cos); each output keeps its own "
+           "component on the cosine (a in the first, b in the second).",
+           "out[first] = a cos - b sin; out[second] = a sin + b cos.",
+           (((r"= a \* sin \+ b \* cos", "= b * sin + a * cos"),),
+            ((r"= a \* cos - b \* sin", "= b * cos - a * sin"),))),
+    Family("rope_rotation_direction_flipped", "the rotation's sine terms with flipped signs (a rotation by "
+           "-theta in the forward)",
+           "The forward rotates by +theta, (a cos - b sin, a sin + b cos); (a cos + b sin, -a sin + b cos) "
+           "is the inverse rotation, the backward's.",
+           "out[first] = a cos - b sin; out[second] = a sin + b cos.",
+           (((r"return _rotate\(x, cos, sin, (\w+), (\w+)\)", r"return _rotate(x, cos, -sin, \1, \2)"),),)),
 )

@@ -52,4 +52,26 @@ FAMILIES = (
            "sin and cos take radians: the angle is pos * 10000^(-2i/D) itself.",
            "angle = pos * freq.",
            (((r"angle = pos \* freq\b", "angle = np.deg2rad(pos * freq)"),),)),
+    Family("pe_frequency_odd_index", "the frequency exponent from the odd indices 2i + 1 instead of 2i "
+           "(np.arange(1, D, 2))",
+           "Both columns 2i and 2i + 1 of a pair share the frequency 10000^(-2i/D): the exponent is the "
+           "pair's EVEN index 2i over D (np.arange(0, D, 2) / D), the same for its sine and its cosine.",
+           "freq = 10000.0 ** (-np.arange(0, D, 2) / D).",
+           (((_EXP, r"np.exp(-np.log(\1) * np.arange(1, \2, 2) / \2)"),),
+            ((_POW, r"\1 ** (-np.arange(1, \2, 2) / \2)"),))),
+    Family("pe_positions_normalised", "positions normalised to [0, 1) (divided by the length S) instead of "
+           "the integer positions 0..S-1",
+           "The angle is pos * 10000^(-2i/D) with pos the integer position itself: a position's row must "
+           "not depend on how long the sequence is.",
+           "pos = np.arange(S, dtype=np.float64)[:, None].",
+           (((r"(pos = np\.arange\((\w+)(?:, dtype=[\w.]+)?\)\[:, None\])", r"\1 / \2"),),)),
+    Family("pe_positions_from_one", "positions counted from 1 instead of 0 (the first row is not sin 0, cos 0)",
+           "Position 0 is the first token: pe[0] = (sin 0, cos 0, ...) = (0, 1, 0, 1, ...).",
+           "pos = np.arange(S, dtype=np.float64)[:, None].",
+           (((r"pos = np\.arange\((\w+)((?:, dtype=[\w.]+)?)\)\[:, None\]", r"pos = np.arange(1, \1 + 1\2)[:, None]"),),)),
+    Family("pe_table_float32", "the table computed in float32 instead of float64 (precision lost)",
+           "np.zeros((S, D)) is float64; asking for float32 rounds every entry to about 7 digits (torch's "
+           "buffers are float32, but this drill compares in float64).",
+           "pe = np.zeros((S, D)) (float64).",
+           (((r"pe = np\.zeros\(\((\w+), (\w+)\)\)", r"pe = np.zeros((\1, \2), dtype=np.float32)"),),)),
 )

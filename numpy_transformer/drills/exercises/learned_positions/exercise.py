@@ -15,6 +15,8 @@ from ...engine.definition import Case, Exercise, describe, shape_text
 ORDER = 160
 #: how torch re-checks the reference (reference_torch/drill_oracle.py reads it)
 ORACLE = {'adapter': 'learned_positions'}
+#: the ops it contains (their mistake families: numpy_transformer/drills/families/)
+OPS = ("learned_positions",)
 
 
 def _draw_learned_positions(rng, i):
