@@ -54,7 +54,8 @@ FAMILIES = (
            "np.add.at into an integer array casts every added gradient to an integer: dW must be a float "
            "array, of dout's dtype.",
            "dW = np.zeros((V, D), dtype=dout.dtype).",
-           (((r"dW = np\.zeros\(\((\w+), (\w+)\)(?:, dtype=[\w.]+)?\)", r"dW = np.zeros((\1, \2), dtype=ids.dtype)"),),)),
+           (((r"dW = np\.zeros\(\((\w+), (\w+)\)(?:, dtype=[\w.]+)?\)",
+               r"dW = np.zeros((\1, \2), dtype=ids.dtype)"),),)),
     Family("embedding_ids_dout_misaligned", "ids and dout flattened in different orders (one transposed): each "
            "gradient row sent to another position's id",
            "dout[b, s] belongs to the id ids[b, s]: both must be flattened in the same (row-major) order, "

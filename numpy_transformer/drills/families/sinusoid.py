@@ -68,7 +68,8 @@ FAMILIES = (
     Family("pe_positions_from_one", "positions counted from 1 instead of 0 (the first row is not sin 0, cos 0)",
            "Position 0 is the first token: pe[0] = (sin 0, cos 0, ...) = (0, 1, 0, 1, ...).",
            "pos = np.arange(S, dtype=np.float64)[:, None].",
-           (((r"pos = np\.arange\((\w+)((?:, dtype=[\w.]+)?)\)\[:, None\]", r"pos = np.arange(1, \1 + 1\2)[:, None]"),),)),
+           (((r"pos = np\.arange\((\w+)((?:, dtype=[\w.]+)?)\)\[:, None\]",
+               r"pos = np.arange(1, \1 + 1\2)[:, None]"),),)),
     Family("pe_table_float32", "the table computed in float32 instead of float64 (precision lost)",
            "np.zeros((S, D)) is float64; asking for float32 rounds every entry to about 7 digits (torch's "
            "buffers are float32, but this drill compares in float64).",
