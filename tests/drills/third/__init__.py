@@ -1,0 +1,1 @@
+"""The third held-out set of drill mistakes (issue 24), written blind."""
