@@ -147,10 +147,16 @@ def test_integer_tensor_is_refused(tmp_path):
     _refused(folder, "tensor transformer.ln_f.bias has dtype int32")
 
 
-def test_a_damaged_file_is_refused(tmp_path):
+@pytest.mark.parametrize("content,message", [
+    (b"\x05\x00\x00\x00\x00\x00\x00\x00{oops", "is not a readable safetensors file"),
+    # random bytes: the header length read off them is far beyond the file (an OverflowError before)
+    (bytes(range(7, 107)), "its header claims 1,012,478,732,780,767,239 bytes but the file has 100"),
+    (b"\x07\x00\x00\x00\x00\x00\x00\x00[1, 2] ", "its header is not a JSON object (got list)"),
+])
+def test_a_damaged_file_is_refused(tmp_path, content, message):
     folder = _folder(tmp_path)
-    (folder / "model.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{oops")
-    _refused(folder, "is not a readable safetensors file")
+    (folder / "model.safetensors").write_bytes(content)
+    _refused(folder, message)
 
 
 def test_an_index_naming_a_missing_shard(tmp_path):

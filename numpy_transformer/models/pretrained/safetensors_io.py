@@ -74,9 +74,15 @@ def weight_files(folder: str) -> List[str]:
 def _header(path: str) -> tuple:
     """``(header, data_start)``: a safetensors file's JSON header (after its 8-byte little-endian length)
     and where the data begins."""
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
-        return json.loads(f.read(n)), 8 + n
+        if n > size - 8:                      # a damaged file: its header cannot be longer than the file
+            raise ValueError(f"its header claims {n:,} bytes but the file has {size:,}")
+        header = json.loads(f.read(n))
+        if not isinstance(header, dict):
+            raise ValueError(f"its header is not a JSON object (got {type(header).__name__})")
+        return header, 8 + n
 
 
 def _read_bfloat16(path: str, names: List[str]) -> Dict[str, np.ndarray]:
@@ -108,7 +114,7 @@ def read_tensors(folder: str) -> Dict[str, np.ndarray]:
                     part.update({k: f.get_tensor(k) for k in f.keys() if k not in part})
             else:
                 part = st.load_file(path)
-        except (OSError, ValueError, KeyError, TypeError, struct.error, SafetensorError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, struct.error, SafetensorError) as exc:
             raise PretrainedFolderError(f"{path} is not a readable safetensors file: {exc}") from None
         for k in part:
             if k in tensors:
