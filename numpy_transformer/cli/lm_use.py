@@ -145,7 +145,9 @@ def evaluate_text(args, opened):
     if not opened.is_language_model:
         raise ValueError(f"--text evaluates a language model; {args.checkpoint} is {opened.description}")
     if opened.tokenizer is None:
-        raise ValueError(f"--text {args.text}: {args.checkpoint} has no tokenizer to read it with: {opened.no_text}")
+        why = (opened.no_text or "").split(", so the prompt")[0].split("; until then")[0]   # not the prompt's ids
+        raise ValueError(f"--text {args.text}: {args.checkpoint} has no tokenizer to read text with ({why}); "
+                         "evaluate --text needs one")
     if args.split is not None:
         raise ValueError("--split chooses a checkpoint's own split; with --text the whole file is evaluated")
     try:

@@ -102,8 +102,9 @@ def test_evaluate_on_a_text_file(sources, capsys):
     assert "holds no task or text" in _one_error(capsys, "evaluate", sources / "enc.npz")
     assert "no tokenizer to read it with" in _one_error(capsys, "evaluate", sources / "gpt.npz", "--text",
                                                         sources / "t.txt")
-    assert "no tokenizer to read it with" in _one_error(capsys, "evaluate", sources / "hf_ids", "--text",
-                                                        sources / "t.txt")
+    err = _one_error(capsys, "evaluate", sources / "hf_ids", "--text", sources / "t.txt")
+    assert "has no tokenizer to read text with (it has no tokenizer.json); evaluate --text needs one" in err, err
+    assert "prompt" not in err, err                          # evaluate has no prompt to give as ids
 
 
 @pytest.mark.parametrize("content, message", [
