@@ -100,8 +100,8 @@ def test_evaluate_on_a_text_file(sources, capsys):
     assert _run(capsys, "evaluate", sources / "text.npz")[0] == 0                # its own held-out end
     assert "give --text FILE" in _one_error(capsys, "evaluate", sources / "hf")
     assert "holds no task or text" in _one_error(capsys, "evaluate", sources / "enc.npz")
-    assert "no tokenizer to read it with" in _one_error(capsys, "evaluate", sources / "gpt.npz", "--text",
-                                                        sources / "t.txt")
+    err = _one_error(capsys, "evaluate", sources / "gpt.npz", "--text", sources / "t.txt")
+    assert "no tokenizer to read text with (it was saved from Python with no tokenizer)" in err, err
     err = _one_error(capsys, "evaluate", sources / "hf_ids", "--text", sources / "t.txt")
     assert "has no tokenizer to read text with (it has no tokenizer.json); evaluate --text needs one" in err, err
     assert "prompt" not in err, err                          # evaluate has no prompt to give as ids
