@@ -32,6 +32,7 @@ from .failing import probe_failures, small_arrays, start_shrinking
 from .harness import run_impl
 from .matching import MAX_PAIR_RUNS, ReadingBudget, Shortlist, match, match_pairs, variant_outputs, variants_wrong
 from .matching import reference_outputs as _reference_outputs
+from .mutants import MutantSearch
 from .probe import case_features
 from .spawn import ChildGone, Deadline
 
@@ -108,12 +109,15 @@ def compare_case(ex, rec, ref, tol, disabled):
     return results, failure, wrong
 
 
-def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, pair_state=None, budget=None):
+def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, pair_state=None, budget=None,
+                  mutants=None):
     """The second pass over a failing case: the known mistakes that reproduce its ``wrong`` arrays (recorded
-    in ``results``), the pairs, and the readings of the arrays none explains. ``shortlist``
-    (:class:`.matching.Shortlist`), ``pair_state`` and ``budget`` (:class:`.matching.ReadingBudget`) are
-    the check's bounds; without them every known mistake is run and every reading looked for. Returns the
-    mistakes this case contradicts (each of their patches breaks an array the candidate got right)."""
+    in ``results``), the pairs, the mutants of the solution for arrays none of those reproduces
+    (``mutants``: the check's :class:`.mutants.MutantSearch`; none: no mutant is tried), and the readings
+    of the arrays none explains. ``shortlist`` (:class:`.matching.Shortlist`), ``pair_state`` and
+    ``budget`` (:class:`.matching.ReadingBudget`) are the check's bounds; without them every known
+    mistake is run and every reading looked for. Returns the mistakes this case contradicts (each of
+    their patches breaks an array the candidate got right)."""
     if not wrong:
         return []
     tried = shortlist.todo() if shortlist is not None else ex.known
@@ -127,6 +131,8 @@ def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, p
     # output that the user got right (so the user cannot be making exactly that mistake)
     contradicted = [m.id for m in tried if all(any(results[n]["ok"] and n in vw for n, _ in ex.outputs)
                                                for vw in vwrong[m.id])]
+    if mutants is not None:               # last: only for the arrays no known mistake reproduces
+        contradicted += mutants.run(case.inputs, results, outputs, ref, tol, base)
     swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
     for name in wrong:
         if not set(results[name]["variants"]) - set(contradicted):   # a matched mistake needs no reading
@@ -257,11 +263,11 @@ def _diagnose_all(ex, graded, refs, args, oracle, ev):
     for _, _, (_, _, wrong) in graded:
         for name in wrong:
             totals[name] = totals.get(name, 0) + 1
-    shortlist, pair_state, budget = Shortlist(ex), {}, ReadingBudget(totals)
+    shortlist, pair_state, budget, mutants = Shortlist(ex), {}, ReadingBudget(totals), MutantSearch(ex)
     for i, (case, user, (results, failure, wrong)) in enumerate(graded):
         try:
             contradicted = diagnose_case(ex, case, user.outputs, refs[i], results, wrong, args.tol, shortlist,
-                                         pair_state, budget)
+                                         pair_state, budget, mutants)
             res = {"results": results, "failure": failure, "notes": user.notes, "seconds": user.seconds,
                    "oracle": _oracle_result(ex, oracle, case.inputs, refs[i]), "contradicted": contradicted,
                    "mutations": user.mutations}
