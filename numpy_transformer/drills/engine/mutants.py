@@ -362,8 +362,9 @@ def _helpers(ex) -> Tuple[str, ...]:
 class MutantSearch:
     """The mutants one check runs (one per check): on the first failing case with wrong arrays no known
     mistake reproduces, the mutants of the functions returning them (and the solution's helpers), at most
-    :data:`MAX_MUTANT_RUNS`, cheapest first; a mutant that fails to run, changes nothing or makes the same
-    outputs as one before it is dropped; afterwards only the mutants that reproduced an array run."""
+    :data:`MAX_MUTANT_RUNS`, cheapest first; a mutant that fails to run there or reproduces no wrong array
+    (it changes nothing, or something else) is dropped; afterwards only the mutants that reproduced an
+    array run (two that agree on the first case may part on a later one: axis 0 and -2 of a 2-D input)."""
 
     def __init__(self, ex):
         self.ex = ex
@@ -373,32 +374,30 @@ class MutantSearch:
         """Try the mutants on one case for the wrong arrays no known mistake reproduces; record matches in
         ``results[name]["variants"]``; return the ids of the mutants this case contradicts."""
         ex = self.ex
-        todo = [n for n, r in results.items() if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape")
-                and not r.get("variants") and not r.get("pairs") and n in outputs]
-        if not todo:
-            return []
+        wrong = [n for n, r in results.items() if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape")
+                 and n in outputs]
+        if not any(not results[n].get("variants") and not results[n].get("pairs") for n in wrong):
+            return []                 # every wrong array is reproduced by a known mistake: no mutant runs
+        todo = wrong                  # a mutant may explain more of them than a known mistake did
         first = self.candidates is None
         if first:
-            wrong_fns = {f for n, f in ex.outputs if n in todo}
+            wrong_fns = {f for n, f in ex.outputs if n in todo and not results[n].get("variants")}
             tries = list(of_exercise(ex, tuple(sorted(wrong_fns | set(_helpers(ex))))))[:MAX_MUTANT_RUNS]
         else:
             tries = self.candidates
         from .matching import variants_wrong          # matching imports nothing of this module
-        found, contradicted, seen = [], [], set()
+        found, contradicted = [], []
         for m in tries:
             rec = run_impl(ex, ex.variant(m.patches), inputs, watch=False)
             if rec.failure is not None and first:
                 continue
             vout = rec.outputs
-            key = tuple(sorted((n, v.tobytes()) for n, v in vout.items() if isinstance(v, np.ndarray)))
-            if first and key in seen:
-                continue
-            seen.add(key)
             vw = variants_wrong(ex, inputs, {m.id: [vout]}, ref, tol, base)[m.id][0]
             hit = False
             for n in todo:
                 if n in vw and n in vout and diagnose.matches(outputs[n], vout[n]):
-                    results[n].setdefault("variants", []).append(m.id)
+                    if m.id not in results[n].setdefault("variants", []):
+                        results[n]["variants"].append(m.id)
                     hit = True
             if hit:
                 found.append(m)
