@@ -108,7 +108,7 @@ class Exercise:
             if m.id == mistake_id:
                 return m
         if mistake_id.startswith("mutant_"):
-            from .mutants import by_id          # generated from the solution only when one is named
+            from .mutants import by_id  # generated from the solution only when one is named
             return by_id(self, mistake_id)
         raise KeyError(mistake_id)
 

@@ -34,13 +34,12 @@ import ast
 import functools
 import io
 import tokenize
-from typing import Dict, List, Optional, Sequence, Tuple
-
-import numpy as np
+from typing import List, Optional, Sequence, Tuple
 
 from . import diagnose
 from .definition import Mistake
 from .harness import run_impl
+from .matching import variants_wrong
 
 __all__ = ["MAX_MUTANT_RUNS", "MutantSearch", "mutants_of", "of_exercise"]
 
@@ -70,7 +69,7 @@ def _func_name(call) -> Optional[str]:
 
 
 def _constants(c) -> List[Tuple[object, str]]:
-    near = {1e-5: 1e-6, 1e-6: 1e-5, 0.5: 2.0, 2.0: 0.5, 2: 0.5}
+    near = {1e-5: 1e-6, 1e-6: 1e-5, 0.5: 2.0, 2.0: 0.5}
     out = [(c * 2, "doubled"), (c / 2, "halved"), (-c, "negated"), (0, "set to 0"), (1, "set to 1")]
     if c in near:
         out.append((near[c], f"written as {near[c]!r}"))
@@ -385,7 +384,6 @@ class MutantSearch:
             tries = list(of_exercise(ex, tuple(sorted(wrong_fns | set(_helpers(ex))))))[:MAX_MUTANT_RUNS]
         else:
             tries = self.candidates
-        from .matching import variants_wrong          # matching imports nothing of this module
         found, contradicted = [], []
         for m in tries:
             rec = run_impl(ex, ex.variant(m.patches), inputs, watch=False)
@@ -415,7 +413,3 @@ def by_id(ex, mistake_id) -> Mistake:
             return m
     raise KeyError(mistake_id)
 
-
-#: ``{exercise name: number of mutants}``, for the tests and the docs
-def counts(exercises) -> Dict[str, int]:
-    return {ex.name: len(of_exercise(ex)) for ex in exercises}

@@ -7,7 +7,6 @@ returns the exit status; the diagnosis itself is :mod:`.diagnosis`.
 from __future__ import annotations
 
 import re
-
 from collections import OrderedDict
 
 from . import diagnosis, localise
