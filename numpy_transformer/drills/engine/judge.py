@@ -28,6 +28,7 @@ from ..exercises import draw_case
 from . import diagnose, readings
 from .candidate import Candidate, Events
 from .definition import MISSING
+from .diagnosis import VERIFIED
 from .failing import probe_failures, small_arrays, start_shrinking
 from .harness import run_impl
 from .matching import MAX_PAIR_RUNS, ReadingBudget, Shortlist, match, match_pairs, variant_outputs, variants_wrong
@@ -109,15 +110,20 @@ def compare_case(ex, rec, ref, tol, disabled):
     return results, failure, wrong
 
 
+def _verified(hints):
+    """Whether ``hints`` hold a verified reading of the error (:data:`.diagnosis.VERIFIED`)."""
+    return any(key.startswith(VERIFIED) for key, _ in hints or ())
+
+
 def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, pair_state=None, budget=None,
                   mutants=None):
     """The second pass over a failing case: the known mistakes that reproduce its ``wrong`` arrays (recorded
-    in ``results``), the pairs, the mutants of the solution for arrays none of those reproduces
-    (``mutants``: the check's :class:`.mutants.MutantSearch`; none: no mutant is tried), and the readings
-    of the arrays none explains. ``shortlist`` (:class:`.matching.Shortlist`), ``pair_state`` and
-    ``budget`` (:class:`.matching.ReadingBudget`) are the check's bounds; without them every known
-    mistake is run and every reading looked for. Returns the mistakes this case contradicts (each of
-    their patches breaks an array the candidate got right)."""
+    in ``results``), the pairs, the readings of the arrays none explains, and last, when some wrong array
+    has neither a mistake nor a verified reading, the mutants of the solution (``mutants``: the check's
+    :class:`.mutants.MutantSearch`; none: no mutant is tried). ``shortlist``
+    (:class:`.matching.Shortlist`), ``pair_state`` and ``budget`` (:class:`.matching.ReadingBudget`) are
+    the check's bounds; without them every known mistake is run and every reading looked for. Returns the
+    mistakes this case contradicts (each of their patches breaks an array the candidate got right)."""
     if not wrong:
         return []
     tried = shortlist.todo() if shortlist is not None else ex.known
@@ -131,8 +137,6 @@ def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, p
     # output that the user got right (so the user cannot be making exactly that mistake)
     contradicted = [m.id for m in tried if all(any(results[n]["ok"] and n in vw for n, _ in ex.outputs)
                                                for vw in vwrong[m.id])]
-    if mutants is not None:               # last: only for the arrays no known mistake reproduces
-        contradicted += mutants.run(case.inputs, results, outputs, ref, tol, base)
     swapped_reference = readings.memo(lambda changed: _reference_outputs(ex, changed))
     for name in wrong:
         if not set(results[name]["variants"]) - set(contradicted):   # a matched mistake needs no reading
@@ -143,6 +147,12 @@ def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, p
                 results[name]["hints"] = diagnose.hints(outputs[name], ref[name], case.factors)
         if budget is not None:
             budget.record(name, results[name].get("hints"))
+    if mutants is not None and (mutants.candidates or any(
+            not results[n].get("variants") and not results[n].get("pairs") and not _verified(results[n].get("hints"))
+            for n in wrong)):
+        # last, where the report would say "no known mistake explains" (and, once some mutant reproduced
+        # an array there, on every later failing case, so that it is judged on all of them)
+        contradicted += mutants.run(case.inputs, results, outputs, ref, tol, base)
     if shortlist is not None:
         shortlist.update(tried, variants, vwrong, results, wrong, outputs, ref)
     return contradicted

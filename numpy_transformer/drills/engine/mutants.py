@@ -23,7 +23,9 @@ Each mutant is a text patch of ``solution.py`` (the lines holding the expression
 it rewritten), and a :class:`~.definition.Mistake` whose title is generated from the change in a
 teacher's words: "in softmax_forward, `e.sum(axis=-1, keepdims=True)` computed as `e.sum(axis=0,
 keepdims=True)`: the reduction over axis -1 taken over axis 0". The judge runs them lazily
-(:class:`MutantSearch`): only on a failing case whose wrong arrays no known mistake reproduces, only the
+(:class:`MutantSearch`): only on a failing case with a wrong array that no known mistake reproduces and
+no verified reading (:mod:`.readings`) explains, where the report would say "no known mistake explains
+this failure", only the
 mutants of the functions returning those arrays (and the solution's helpers), at most
 :data:`MAX_MUTANT_RUNS` of them on the first such case, then only those that reproduced an array there.
 """
@@ -370,13 +372,14 @@ class MutantSearch:
         self.candidates: Optional[List[Mistake]] = None
 
     def run(self, inputs, results, outputs, ref, tol, base):
-        """Try the mutants on one case for the wrong arrays no known mistake reproduces; record matches in
-        ``results[name]["variants"]``; return the ids of the mutants this case contradicts."""
+        """Try the mutants on one case (the judge calls it when some wrong array has neither a known mistake
+        nor a verified reading) against every wrong array; record matches in ``results[name]["variants"]``;
+        return the ids of the mutants this case contradicts."""
         ex = self.ex
         wrong = [n for n, r in results.items() if not r["ok"] and r.get("problem") in ("value", "nonfinite", "shape")
                  and n in outputs]
-        if not any(not results[n].get("variants") and not results[n].get("pairs") for n in wrong):
-            return []                 # every wrong array is reproduced by a known mistake: no mutant runs
+        if not wrong:
+            return []
         todo = wrong                  # a mutant may explain more of them than a known mistake did
         first = self.candidates is None
         if first:
