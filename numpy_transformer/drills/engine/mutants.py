@@ -21,8 +21,8 @@ in one classic way at a time:
 
 Each mutant is a text patch of ``solution.py`` (the lines holding the expression -> the same lines with
 it rewritten), and a :class:`~.definition.Mistake` whose title is generated from the change in a
-teacher's words: "in softmax_forward, `e.sum(axis=-1, keepdims=True)` computed as `e.sum(axis=0,
-keepdims=True)`: the reduction over axis -1 taken over axis 0". The judge runs them lazily
+teacher's words: "in layer_norm_forward, `rstd = 1.0 / np.sqrt(var + eps)` computed as `rstd = 1.0 /
+(var + eps)`: the sqrt of `var + eps` left out". The judge runs them lazily
 (:class:`MutantSearch`): only on a failing case with a wrong array that no known mistake reproduces and
 no verified reading (:mod:`.readings`) explains, where the report would say "no known mistake explains
 this failure", only the
