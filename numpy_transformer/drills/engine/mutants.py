@@ -25,9 +25,9 @@ teacher's words: "in layer_norm_forward, `rstd = 1.0 / np.sqrt(var + eps)` compu
 (var + eps)`: the sqrt of `var + eps` left out". The judge runs them lazily
 (:class:`MutantSearch`): only on a failing case with a wrong array that no known mistake reproduces and
 no verified reading (:mod:`.readings`) explains, where the report would say "no known mistake explains
-this failure", only the
-mutants of the functions returning those arrays (and the solution's helpers), at most
-:data:`MAX_MUTANT_RUNS` of them on the first such case, then only those that reproduced an array there.
+this failure", only the mutants of the functions returning those arrays (and the solution's helpers),
+at most :data:`MAX_MUTANT_RUNS` of them on the first such case, then only those that reproduced an array
+there, on every later failing case.
 """
 
 from __future__ import annotations
