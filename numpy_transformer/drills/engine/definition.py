@@ -103,9 +103,13 @@ class Exercise:
         return self.mistakes + self.families
 
     def mistake(self, mistake_id):
+        """The known mistake, or the mutant of the solution (:mod:`.mutants`), called ``mistake_id``."""
         for m in self.known:
             if m.id == mistake_id:
                 return m
+        if mistake_id.startswith("mutant_"):
+            from .mutants import by_id  # generated from the solution only when one is named
+            return by_id(self, mistake_id)
         raise KeyError(mistake_id)
 
     @property

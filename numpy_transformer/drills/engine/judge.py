@@ -28,10 +28,12 @@ from ..exercises import draw_case
 from . import diagnose, readings
 from .candidate import Candidate, Events
 from .definition import MISSING
+from .diagnosis import VERIFIED
 from .failing import probe_failures, small_arrays, start_shrinking
 from .harness import run_impl
 from .matching import MAX_PAIR_RUNS, ReadingBudget, Shortlist, match, match_pairs, variant_outputs, variants_wrong
 from .matching import reference_outputs as _reference_outputs
+from .mutants import MutantSearch
 from .probe import case_features
 from .spawn import ChildGone, Deadline
 
@@ -108,9 +110,17 @@ def compare_case(ex, rec, ref, tol, disabled):
     return results, failure, wrong
 
 
-def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, pair_state=None, budget=None):
+def _verified(hints):
+    """Whether ``hints`` hold a verified reading of the error (:data:`.diagnosis.VERIFIED`)."""
+    return any(key.startswith(VERIFIED) for key, _ in hints or ())
+
+
+def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, pair_state=None, budget=None,
+                  mutants=None):
     """The second pass over a failing case: the known mistakes that reproduce its ``wrong`` arrays (recorded
-    in ``results``), the pairs, and the readings of the arrays none explains. ``shortlist``
+    in ``results``), the pairs, the readings of the arrays none explains, and last, when some wrong array
+    has neither a mistake nor a verified reading, the mutants of the solution (``mutants``: the check's
+    :class:`.mutants.MutantSearch`; none: no mutant is tried). ``shortlist``
     (:class:`.matching.Shortlist`), ``pair_state`` and ``budget`` (:class:`.matching.ReadingBudget`) are
     the check's bounds; without them every known mistake is run and every reading looked for. Returns the
     mistakes this case contradicts (each of their patches breaks an array the candidate got right)."""
@@ -137,6 +147,12 @@ def diagnose_case(ex, case, outputs, ref, results, wrong, tol, shortlist=None, p
                 results[name]["hints"] = diagnose.hints(outputs[name], ref[name], case.factors)
         if budget is not None:
             budget.record(name, results[name].get("hints"))
+    if mutants is not None and (mutants.candidates or any(
+            not results[n].get("variants") and not results[n].get("pairs") and not _verified(results[n].get("hints"))
+            for n in wrong)):
+        # last, where the report would say "no known mistake explains" (and, once some mutant reproduced
+        # an array there, on every later failing case, so that it is judged on all of them)
+        contradicted += mutants.run(case.inputs, results, outputs, ref, tol, base)
     if shortlist is not None:
         shortlist.update(tried, variants, vwrong, results, wrong, outputs, ref)
     return contradicted
@@ -257,11 +273,11 @@ def _diagnose_all(ex, graded, refs, args, oracle, ev):
     for _, _, (_, _, wrong) in graded:
         for name in wrong:
             totals[name] = totals.get(name, 0) + 1
-    shortlist, pair_state, budget = Shortlist(ex), {}, ReadingBudget(totals)
+    shortlist, pair_state, budget, mutants = Shortlist(ex), {}, ReadingBudget(totals), MutantSearch(ex)
     for i, (case, user, (results, failure, wrong)) in enumerate(graded):
         try:
             contradicted = diagnose_case(ex, case, user.outputs, refs[i], results, wrong, args.tol, shortlist,
-                                         pair_state, budget)
+                                         pair_state, budget, mutants)
             res = {"results": results, "failure": failure, "notes": user.notes, "seconds": user.seconds,
                    "oracle": _oracle_result(ex, oracle, case.inputs, refs[i]), "contradicted": contradicted,
                    "mutations": user.mutations}

@@ -6,6 +6,7 @@ returns the exit status; the diagnosis itself is :mod:`.diagnosis`.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 from . import diagnosis, localise
@@ -227,6 +228,7 @@ def _diagnosis(out, ex, fails, case_events, dump):
     out("diagnosis:")
     lines = diagnosis.known_mistake_lines(ex, fails, case_events)
     named = [m.id for m in ex.known if any(f"[{m.id}]" in line for line in lines)]
+    named += re.findall(r"\[(mutant_\w+)\]", " ".join(lines))[:1]     # a mutant of the solution (engine/mutants.py)
     lines += mutations + diagnosis.error_lines(case_events)
     if fails and not named and any(r.get("problem") != "not_computed" for bad in fails.values() for _, r in bad):
         lines.append(diagnosis.fallback_line(fails))
