@@ -176,8 +176,6 @@ def test_a_mistake_made_in_one_output_only_is_named_for_that_output(tmp_path):
      ["dbeta: off by a constant factor", "= 1/D", "a sum where a mean over D items belongs"]),
     ("dropout", [("    return dy * keep * scale", "    return dy * keep * scale * scale")],
      ["dx: off by a constant factor", "= 1/(1-p)", "the inverted-dropout scale"]),
-    ("gelu", [("    return dy * slope", "    return -dy * slope")],
-     ["dx: off by a constant factor -1", "a sign flipped"]),
     ("gelu", [("    return dy * slope", "    return cache[0] * slope")],
      ["dx: what the right formula gives with dy replaced by x", "uses x where the upstream gradient dy belongs"]),
     ("softmax", [("    return y * (dy - np.sum(dy * y, axis=-1, keepdims=True))",
@@ -189,7 +187,7 @@ def test_a_mistake_made_in_one_output_only_is_named_for_that_output(tmp_path):
      ["the error is exactly 0.5 times the change that 'softmax backward missing the row-sum term' makes",
       "one additive term is off"]),
     ("scaled_dot_product_attention", [("blocked = blocked | np.triu", "blocked = np.triu")],
-     ["dq: what the right formula gives with mask=None (no mask)", "mask is ignored or read the other way round"]),
+     ["dq: what the right formula gives with mask=None (no mask)", "mask is ignored (never applied)"]),
     ("swiglu", [("    dW_gate = dg.reshape(-1, F).T @ x2 ", "    dW_gate = du.reshape(-1, F).T @ x2 ")],
      ["dW_gate: holds what dW_up should be (verified to 1e-09): two results swapped"]),
     ("rms_norm", [("dx = rstd * (dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True))",
@@ -203,6 +201,14 @@ def test_generic_reading_of_an_unlisted_mistake(name, patches, needles, tmp_path
     assert "no known mistake explains" not in out, out
     for needle in needles:
         assert needle in out, (needle, out)
+
+
+def test_a_sign_flipped_line_is_named_by_its_mutant(tmp_path):
+    """-dy * slope: the mutation engine finds the one line whose negation reproduces the wrong arrays and
+    names it (before the mutants, the generic reading said "off by a constant factor -1")."""
+    rc, out = check_patched(tmp_path, "gelu", [("    return dy * slope", "    return -dy * slope")])
+    assert rc == 1 and (named(out) or "").startswith("mutant_gelu_backward"), out
+    assert "the value's sign flipped" in out, out
 
 
 def _case(**inputs):
