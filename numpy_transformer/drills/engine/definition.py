@@ -56,6 +56,11 @@ class Case:
     options: Dict[str, object] = field(default_factory=dict)
 
 
+#: ``(id prefix, finder(exercise, mistake_id) -> Mistake)``: mistakes made on demand rather than listed
+#: (``mutants.py`` adds its own when imported; the judge imports it)
+MISTAKE_FINDERS: list = []
+
+
 @dataclass(frozen=True)
 class Exercise:
     name: str
@@ -103,13 +108,14 @@ class Exercise:
         return self.mistakes + self.families
 
     def mistake(self, mistake_id):
-        """The known mistake, or the mutant of the solution (:mod:`.mutants`), called ``mistake_id``."""
+        """The known mistake called ``mistake_id``, or one a registered finder makes (the mutants of the
+        solution, :mod:`.mutants`, register theirs: this module stays below them)."""
         for m in self.known:
             if m.id == mistake_id:
                 return m
-        if mistake_id.startswith("mutant_"):
-            from .mutants import by_id  # generated from the solution only when one is named
-            return by_id(self, mistake_id)
+        for prefix, find in MISTAKE_FINDERS:
+            if mistake_id.startswith(prefix):
+                return find(self, mistake_id)
         raise KeyError(mistake_id)
 
     @property

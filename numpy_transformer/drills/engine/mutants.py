@@ -39,7 +39,7 @@ import tokenize
 from typing import List, Optional, Sequence, Tuple
 
 from . import diagnose
-from .definition import Mistake
+from .definition import MISTAKE_FINDERS, Mistake
 from .harness import run_impl
 from .matching import variants_wrong
 
@@ -416,3 +416,5 @@ def by_id(ex, mistake_id) -> Mistake:
             return m
     raise KeyError(mistake_id)
 
+
+MISTAKE_FINDERS.append(("mutant_", by_id))             # Exercise.mistake finds a named mutant through it
