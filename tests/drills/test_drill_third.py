@@ -18,12 +18,12 @@ three checks, with the same helpers:
 from __future__ import annotations
 
 import importlib
-import json
 import os
 
 import pytest
 
 import numpy_transformer.drills as drills
+from tests.drills import heldout
 from tests.drills.drill_helpers import check_inprocess, solution_source
 from tests.drills.test_drill_unlisted import CASES, NAMING_GOAL, apply_once, first_bullet, headline, is_named
 
@@ -50,29 +50,12 @@ def third_reports(tmp_path_factory):
     """Where each graded mistake's (status, report) is kept for this session, shared by the pytest-xdist
     workers (their base directories share a parent, fresh per session), so that the rate test reads what
     the per-mistake tests graded."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    path = root / "drill_third_reports"
-    path.mkdir(exist_ok=True)
-    return path
+    return heldout.reports_root(tmp_path_factory, "drill_third_reports")
 
 
 def graded(name, index, reports):
     """(exit status, report) of one mistake of the third set, graded once per session."""
-    saved = reports / f"{name}-{index}.json"
-    if saved.exists():
-        rc, out = json.loads(saved.read_text())
-        return rc, out
-    mistake = third(name).MISTAKES[index]
-    work = reports / f"{name}-{index}"
-    work.mkdir(exist_ok=True)
-    path = work / f"{name}.py"
-    path.write_text(apply_once(solution_source(name), mistake["patch"]))
-    rc, out = check_inprocess(path, exercise=name, cases=CASES)
-    tmp = saved.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([rc, out]))
-    os.replace(tmp, saved)                         # whole or absent: another worker may read it
-    return rc, out
+    return heldout.graded(third(name), name, index, reports)
 
 
 def test_the_third_set_covers_every_exercise_with_new_mistakes():

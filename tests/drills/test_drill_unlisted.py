@@ -16,19 +16,19 @@ would write their wrong answers:
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 
 import pytest
 
 import numpy_transformer.drills as drills
+from tests.drills import heldout
 from tests.drills.drill_helpers import check_inprocess, flat, solution_source
 
 NAMES = sorted(drills.EXERCISES)
 NAMING_GOAL = 0.94
 UNKNOWN = "no known mistake explains this failure"
-CASES = 12
+CASES = heldout.CASES
 
 
 def unlisted(name):
@@ -36,12 +36,7 @@ def unlisted(name):
     return importlib.import_module(f"tests.drills.unlisted.{name}")
 
 
-def apply_once(source, patches):
-    """Apply each (old, new) to ``source``; every old text must occur exactly once."""
-    for old, new in patches:
-        assert source.count(old) == 1, f"patch target found {source.count(old)} times: {old!r}"
-        source = source.replace(old, new)
-    return source
+apply_once = heldout.apply_once
 
 
 ALL_MISTAKES = [(name, i) for name in NAMES for i in range(len(unlisted(name).MISTAKES))]
@@ -72,29 +67,12 @@ def reports_dir(tmp_path_factory):
     """Where each graded mistake's (status, report) is kept for this session, so that the rate test
     reads what the per-mistake tests graded instead of grading all again (under pytest-xdist the
     workers' base directories share a parent, fresh per session)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    path = root / "drill_unlisted_reports"
-    path.mkdir(exist_ok=True)
-    return path
+    return heldout.reports_root(tmp_path_factory, "drill_unlisted_reports")
 
 
 def graded(name, index, reports):
     """(exit status, report) of one unlisted mistake, graded once per session."""
-    saved = reports / f"{name}-{index}.json"
-    if saved.exists():
-        rc, out = json.loads(saved.read_text())
-        return rc, out
-    mistake = unlisted(name).MISTAKES[index]
-    work = reports / f"{name}-{index}"
-    work.mkdir(exist_ok=True)
-    path = work / f"{name}.py"
-    path.write_text(apply_once(solution_source(name), mistake["patch"]))
-    rc, out = check_inprocess(path, exercise=name, cases=CASES)
-    tmp = saved.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([rc, out]))
-    os.replace(tmp, saved)                         # whole or absent: another worker may read it
-    return rc, out
+    return heldout.graded(unlisted(name), name, index, reports)
 
 
 def test_every_exercise_has_at_least_five_unlisted_mistakes():
