@@ -18,14 +18,13 @@ three checks, with the same helpers:
 from __future__ import annotations
 
 import importlib
-import os
 
 import pytest
 
 import numpy_transformer.drills as drills
 from tests.drills import heldout
 from tests.drills.drill_helpers import check_inprocess, solution_source
-from tests.drills.test_drill_unlisted import CASES, NAMING_GOAL, apply_once, first_bullet, headline, is_named
+from tests.drills.test_drill_unlisted import CASES, NAMING_GOAL, apply_once
 
 NAMES = sorted(drills.EXERCISES)
 
@@ -93,35 +92,9 @@ def test_third_set_mistake_is_caught(name, index, third_reports):
     assert "FAIL" in out, out
 
 
-def naming_table(reports):
-    """(rate, misses, hits): misses and hits are (exercise, label, first diagnosis bullet)."""
-    hits, misses = [], []
-    for name, index in ALL_MISTAKES:
-        m = third(name).MISTAKES[index]
-        rc, out = graded(name, index, reports)
-        bullet = first_bullet(out)
-        row = (name, m["label"], bullet or "(no diagnosis)")
-        (hits if rc == 1 and is_named(bullet, m["keywords"]) else misses).append(row)
-    return len(hits) / len(ALL_MISTAKES), misses, hits
-
-
 @pytest.mark.xfail(strict=False, reason="the third held-out set: measured blind")
 def test_third_set_mistakes_are_named_at_the_goal_rate(third_reports):
-    rate, misses, hits = naming_table(third_reports)
-    total = len(ALL_MISTAKES)
-    # a raw crash report (no diagnosis, "... raised ...") that quotes the offending line may contain a
-    # keyword by accident: counted as named by the shared rule, shown apart here
-    crashes = [h for h in hits if " raised " in headline(h[2]) and "mistake" not in headline(h[2])]
-    lines = [f"third held-out set: named {len(hits)}/{total} = {rate:.1%} "
-             f"(goal {NAMING_GOAL:.0%}), of which {len(crashes)} only a crash report quoting the line; "
-             "misses:"]
-    for name, label, bullet in misses:
-        lines.append(f"  {name:28s} {label}\n      -> {bullet[:160]}")
-    table = "\n".join(lines)
+    rate, misses, table = heldout.rate_table(third, ALL_MISTAKES, third_reports, "third held-out set",
+                                             "NT_THIRD_TABLE")
     print("\n" + table)
-    if os.environ.get("NT_THIRD_TABLE"):             # a file to keep the table in (for the record)
-        named = ["", "named (what each first bullet names, to audit the keyword matches):"]
-        named += [f"  {name:28s} {label}\n      -> {headline(bullet)[:160]}" for name, label, bullet in hits]
-        with open(os.environ["NT_THIRD_TABLE"], "w", encoding="utf-8") as fh:
-            fh.write(table + "\n" + "\n".join(named) + "\n")
     assert rate >= NAMING_GOAL, f"named {rate:.1%} < {NAMING_GOAL:.0%}: {len(misses)} misses"
